@@ -1,0 +1,37 @@
+"""Errors raised by the core; each carries a hint that says what to do next."""
+
+from __future__ import annotations
+
+
+class MarkindexError(Exception):
+    """Base error: a message for humans plus a hint for the next step."""
+
+    code = "ERROR"
+
+    def __init__(self, message: str, hint: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return f"{self.message} ({self.hint})" if self.hint else self.message
+
+
+class LibraryNotFound(MarkindexError):
+    code = "NOT_FOUND"
+
+
+class IndexMissing(MarkindexError):
+    code = "INDEX_MISSING"
+
+
+class WriterBusy(MarkindexError):
+    code = "WRITER_BUSY"
+
+
+class ReadOnlyLibrary(MarkindexError):
+    code = "READ_ONLY"
+
+
+class InvalidArgument(MarkindexError):
+    code = "INVALID_INPUT"

@@ -1,0 +1,301 @@
+"""Incremental indexing: compare the folder with the index by stat and content hash, rebuild what changed.
+
+Each document is written whole inside a transaction (a batch of whole documents on a full build), so
+a crash at any moment leaves an index that opens, and the next run completes the work.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from markindex_core import segment
+from markindex_core.config import BATCH_DOCS, FORMAT_VERSION, MAX_FILE_BYTES, PARALLEL_MIN_BYTES, TreeParams
+from markindex_core.document import build_document, content_hash
+from markindex_core.lock import WriterLock
+from markindex_core.model import ParsedDocument, SkippedFile
+from markindex_core.scan import FileStat, IgnoreRules, scan
+from markindex_core.store import DocState, Store
+
+Progress = Callable[[int, int, str], None]
+
+
+@dataclass
+class IndexReport:
+    added: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    unchanged: int = 0
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    warnings: list[tuple[str, str]] = field(default_factory=list)
+    errors: list[tuple[str, str]] = field(default_factory=list)
+    full_rebuild: str | None = None
+    seconds: float = 0.0
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.added or self.updated or self.removed)
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "added": self.added,
+            "updated": self.updated,
+            "removed": self.removed,
+            "unchanged": self.unchanged,
+            "skipped": [{"path": p, "reason": r} for p, r in self.skipped],
+            "warnings": [{"path": p, "warning": w} for p, w in self.warnings],
+            "errors": [{"path": p, "error": e} for p, e in self.errors],
+            "full_rebuild": self.full_rebuild,
+            "seconds": round(self.seconds, 3),
+        }
+
+
+def fingerprint(params: TreeParams) -> str:
+    return f"format={FORMAT_VERSION};{params.fingerprint()};segmenter={segment.engine()}"
+
+
+@dataclass(frozen=True)
+class _Job:
+    root: str
+    rel: str
+    params: TreeParams
+
+
+@dataclass(frozen=True)
+class _Vanished:
+    rel: str
+    reason: str
+
+
+def _load(job: _Job) -> ParsedDocument | SkippedFile | _Vanished:
+    """Worker: read, hash, parse one file. Never raises: problems become skip reasons."""
+    path = os.path.join(job.root, job.rel)
+    try:
+        with open(path, "rb") as fh:
+            st = os.fstat(fh.fileno())
+            if st.st_size > MAX_FILE_BYTES:
+                return SkippedFile(job.rel, f"file too large ({st.st_size / 1e6:.1f} MB > {MAX_FILE_BYTES / 1e6:.0f} MB)")
+            data = fh.read()
+    except FileNotFoundError:
+        return _Vanished(job.rel, "vanished while indexing")
+    except OSError as exc:
+        return SkippedFile(job.rel, f"cannot read: {exc.strerror or exc}")
+    try:
+        return build_document(job.rel, data, st.st_mtime_ns, job.params)
+    except RecursionError:
+        return SkippedFile(job.rel, "structure nested too deeply to parse")
+    except Exception as exc:  # one bad file must never stop a run
+        return SkippedFile(job.rel, f"failed to parse: {type(exc).__name__}: {exc}")
+
+
+class Indexer:
+    """Brings one library's index in line with its folder. Holds the writer lock while it works."""
+
+    def __init__(
+        self,
+        root: Path,
+        store: Store,
+        *,
+        ignore: list[str] | None = None,
+        setext: bool | None = None,
+        workers: int | None = None,
+    ) -> None:
+        self.root = root
+        self.store = store
+        self.ignore = list(ignore or [])
+        stored = store.get_meta("setext")
+        self.params = TreeParams(setext=setext if setext is not None else stored != "0")
+        self.workers = workers if workers is not None else min(2, os.cpu_count() or 1)
+        self.rules = IgnoreRules(root, self.ignore)
+
+    def reload_rules(self) -> None:
+        self.rules = IgnoreRules(self.root, self.ignore)
+
+    def run(self, progress: Progress | None = None, paths: Iterable[str] | None = None) -> IndexReport:
+        """Reconcile the whole library, or only `paths` (files or folders, library-relative)."""
+        t0 = time.perf_counter()
+        report = IndexReport()
+        fp = fingerprint(self.params)
+        old_fp = self.store.get_meta("fingerprint")
+        if old_fp != fp:
+            if old_fp is not None:
+                report.full_rebuild = _why(old_fp, fp)
+                self.store.mark_all_stale()
+            paths = None
+            self.store.set_meta({"fingerprint": fp, "setext": str(int(self.params.setext))})
+        states = self.store.doc_states()
+        skipped = self.store.skipped_states()
+        if paths is None:
+            disk = scan(self.root, self.rules)
+            report.errors.extend(disk.errors)
+            files = disk.files
+            in_scope = set(states) | set(skipped)
+        else:
+            files, in_scope = self._scope(paths, states, skipped, report)
+        removed = sorted(p for p in in_scope if p not in files)
+        if removed:
+            self.store.delete_documents(removed)
+            report.removed = [p for p in removed if p in states]
+        todo: list[str] = []
+        for rel, st in sorted(files.items()):
+            old = states.get(rel)
+            if old is not None and old.hash and old.size == st.size and old.mtime_ns == st.mtime_ns:
+                report.unchanged += 1
+                continue
+            prev_skip = skipped.get(rel)
+            if old is None and prev_skip and prev_skip[:2] == (st.size, st.mtime_ns):
+                report.skipped.append((rel, prev_skip[2]))
+                continue
+            if old is not None and old.hash and self._same_content(rel, old):
+                report.unchanged += 1
+                continue
+            todo.append(rel)
+        self._build(todo, files, states, report, progress)
+        report.seconds = time.perf_counter() - t0
+        self.store.set_meta({
+            "last_index_at": f"{time.time():.3f}",
+            "last_index_seconds": f"{report.seconds:.3f}",
+        })
+        return report
+
+    def _same_content(self, rel: str, old: DocState) -> bool:
+        try:
+            with open(self.root / rel, "rb") as fh:
+                st = os.fstat(fh.fileno())
+                if st.st_size != old.size or st.st_size > MAX_FILE_BYTES:
+                    return False
+                same = content_hash(fh.read()) == old.hash
+        except OSError:
+            return False
+        if same:
+            self.store.touch(rel, st.st_size, st.st_mtime_ns)
+        return same
+
+    def _scope(
+        self,
+        paths: Iterable[str],
+        states: dict[str, DocState],
+        skipped: dict[str, tuple[int, int, str]],
+        report: IndexReport,
+    ) -> tuple[dict[str, FileStat], set[str]]:
+        files: dict[str, FileStat] = {}
+        in_scope: set[str] = set()
+        known = set(states) | set(skipped)
+        for rel in sorted(set(paths)):
+            rel = rel.strip("/")
+            if not rel:
+                continue
+            prefix = rel + "/"
+            in_scope.update(p for p in known if p == rel or p.startswith(prefix))
+            full = self.root / rel
+            if self.rules.excluded_by_path(rel) and not full.is_dir():
+                continue
+            try:
+                if full.is_symlink():
+                    continue
+                if full.is_dir():
+                    if self.rules.excluded_by_path(rel + "/x.md"):
+                        continue
+                    sub = scan(full, _Subrules(self.rules, rel))
+                    report.errors.extend((f"{rel}/{p}", e) for p, e in sub.errors)
+                    files.update({f"{rel}/{p}": s for p, s in sub.files.items()})
+                elif full.is_file() and full.name.lower().endswith((".md", ".markdown")):
+                    st = full.stat()
+                    files[rel] = FileStat(st.st_size, st.st_mtime_ns)
+            except OSError as exc:
+                report.errors.append((rel, exc.strerror or str(exc)))
+        return files, in_scope
+
+    def _build(
+        self,
+        todo: list[str],
+        files: dict[str, FileStat],
+        states: dict[str, DocState],
+        report: IndexReport,
+        progress: Progress | None,
+    ) -> None:
+        if not todo:
+            return
+        total_bytes = sum(files[r].size for r in todo)
+        jobs = [_Job(str(self.root), rel, self.params) for rel in todo]
+        batch: list[ParsedDocument] = []
+        batch_bytes = 0
+        done = 0
+        limit = BATCH_DOCS if len(todo) > BATCH_DOCS else 1
+
+        def flush() -> None:
+            nonlocal batch, batch_bytes
+            if batch:
+                self.store.write_documents(batch)
+                batch, batch_bytes = [], 0
+
+        for result in self._results(jobs, total_bytes):
+            done += 1
+            if isinstance(result, _Vanished):
+                if result.rel in states:
+                    self.store.delete_documents([result.rel])
+                    report.removed.append(result.rel)
+            elif isinstance(result, SkippedFile):
+                st = files[result.path]
+                self.store.record_skipped(result.path, result.reason, st.size, st.mtime_ns)
+                report.skipped.append((result.path, result.reason))
+                if result.path in states:
+                    report.removed.append(result.path)
+            else:
+                (report.updated if result.path in states else report.added).append(result.path)
+                report.warnings.extend((result.path, w) for w in result.warnings)
+                batch.append(result)
+                batch_bytes += result.size
+                if len(batch) >= limit or batch_bytes >= 8_000_000:
+                    flush()
+            if progress:
+                progress(done, len(jobs), getattr(result, "path", getattr(result, "rel", "")))
+        flush()
+        if len(todo) >= 200:
+            self.store.optimize()
+        self.store.checkpoint()
+
+    def _results(self, jobs: list[_Job], total_bytes: int) -> Iterator[ParsedDocument | SkippedFile | _Vanished]:
+        if self.workers <= 1 or total_bytes < PARALLEL_MIN_BYTES or len(jobs) < 4:
+            for job in jobs:
+                yield _load(job)
+            return
+        # Largest first, so one big file does not finish last on its own.
+        sizes = {j.rel: (self.root / j.rel).stat().st_size if (self.root / j.rel).exists() else 0 for j in jobs}
+        jobs = sorted(jobs, key=lambda j: -sizes[j.rel])
+        ctx = multiprocessing.get_context("fork")
+        with ctx.Pool(self.workers) as pool:
+            yield from pool.imap_unordered(_load, jobs, chunksize=2)
+
+
+class _Subrules(IgnoreRules):
+    """Ignore rules of the library, applied to a scan rooted at a sub-folder."""
+
+    def __init__(self, base: IgnoreRules, prefix: str) -> None:
+        self.base = base
+        self.prefix = prefix
+
+    def ignored(self, rel: str, is_dir: bool = False) -> bool:
+        return self.base.ignored(f"{self.prefix}/{rel}", is_dir)
+
+
+def _why(old: str, new: str) -> str:
+    a = dict(p.split("=", 1) for p in old.split(";") if "=" in p)
+    b = dict(p.split("=", 1) for p in new.split(";") if "=" in p)
+    diffs = [f"{k} {a.get(k, '?')} -> {b.get(k, '?')}" for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
+    return ", ".join(diffs) or "index format changed"
+
+
+def open_for_writing(db_path: Path) -> tuple[Store, WriterLock]:
+    """Take the writer lock (fail fast), then open the store for writing."""
+    lock = WriterLock(db_path)
+    lock.acquire()
+    try:
+        return Store(db_path), lock
+    except Exception:
+        lock.release()
+        raise

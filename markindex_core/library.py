@@ -1,0 +1,92 @@
+"""The public Python API: open a library, index it, read its trees, search it, call a tool."""
+
+from __future__ import annotations
+
+import errno
+import threading
+from pathlib import Path
+from typing import Any
+
+from markindex_core.config import DB_FILE_NAME, INDEX_DIR_NAME
+from markindex_core.errors import LibraryNotFound, ReadOnlyLibrary
+from markindex_core.indexer import Indexer, IndexReport, Progress, open_for_writing
+from markindex_core.lock import WriterLock
+from markindex_core.store import Store
+
+
+def default_db_path(root: Path) -> Path:
+    return root / INDEX_DIR_NAME / DB_FILE_NAME
+
+
+class Library:
+    """One folder of Markdown documents and its index file."""
+
+    def __init__(self, root: str | Path, db: str | Path | None = None) -> None:
+        root = Path(root).expanduser()
+        if not root.is_dir():
+            raise LibraryNotFound(f"library folder not found: {root}", "pass an existing folder of Markdown files")
+        self.root = root.resolve()
+        self.db_path = Path(db).expanduser().resolve() if db else default_db_path(self.root)
+        self._local = threading.local()
+
+    # ----- writing ----------------------------------------------------------------------------
+    def ensure_db_dir(self) -> None:
+        """Create the index folder, or explain how to index a read-only library."""
+        try:
+            self.db_path.parent.mkdir(parents=True, exist_ok=True)
+            probe = self.db_path.parent / ".markindex-write-test"
+            probe.touch()
+            probe.unlink()
+        except OSError as exc:
+            if exc.errno in (errno.EACCES, errno.EROFS, errno.EPERM):
+                raise ReadOnlyLibrary(
+                    f"cannot write the index to {self.db_path.parent} ({exc.strerror})",
+                    "the library is read-only: pass --db FILE to keep the index elsewhere",
+                ) from None
+            raise
+
+    def index(
+        self,
+        *,
+        ignore: list[str] | None = None,
+        setext: bool | None = None,
+        progress: Progress | None = None,
+        workers: int | None = None,
+    ) -> IndexReport:
+        """Bring the index in line with the folder (incremental). Fails fast if another writer runs."""
+        self.ensure_db_dir()
+        store, lock = open_for_writing(self.db_path)
+        try:
+            return Indexer(self.root, store, ignore=ignore, setext=setext, workers=workers).run(progress)
+        finally:
+            store.close()
+            lock.release()
+
+    def writer_lock(self) -> WriterLock:
+        return WriterLock(self.db_path)
+
+    # ----- reading ----------------------------------------------------------------------------
+    @property
+    def store(self) -> Store:
+        """A read-only connection for the calling thread (APSW connections are per thread)."""
+        store: Store | None = getattr(self._local, "store", None)
+        if store is None:
+            store = Store(self.db_path, readonly=True)
+            self._local.store = store
+        return store
+
+    def has_index(self) -> bool:
+        return self.db_path.exists()
+
+    def document(self, path: str) -> dict[str, Any] | None:
+        return self.store.document(path)
+
+    def outline(self, path: str) -> list[dict[str, Any]]:
+        doc = self.store.document(path)
+        return self.store.nodes(doc["id"]) if doc else []
+
+    def close(self) -> None:
+        store: Store | None = getattr(self._local, "store", None)
+        if store is not None:
+            store.close()
+            self._local.store = None

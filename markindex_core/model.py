@@ -1,0 +1,66 @@
+"""Records shared across the core: sections, passages and parsed documents."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class Section:
+    """One node of a document's optimized section tree (1-based, inclusive line numbers)."""
+
+    node_id: str
+    parent_id: str | None
+    kind: str  # "document" | "preface" | "section" | "chunk"
+    level: int  # heading level 1..6; 0 for document / preface / chunk
+    title: str
+    key_items: list[str]
+    start_line: int  # own range: the lines this node owns, not its children's
+    end_line: int
+    subtree_end: int  # last line of the node's whole subtree
+    tokens: int  # own text
+    subtree_tokens: int
+    depth: int
+    content_hash: str
+    body_start: int  # first own line after the heading (== start_line for untitled nodes)
+
+
+@dataclass(frozen=True)
+class Passage:
+    """A block-aligned range inside one node: the unit of evidence a search result cites."""
+
+    node_index: int  # index into ParsedDocument.sections
+    start_line: int
+    end_line: int
+    terms: str  # space-joined search terms of the passage text
+
+
+@dataclass
+class ParsedDocument:
+    """Everything the store needs to write one document, built in a worker process."""
+
+    path: str
+    content_hash: str
+    size: int
+    mtime_ns: int
+    encoding: str
+    title: str
+    description: str
+    front_matter: dict[str, Any] | None
+    lines: list[str]
+    sections: list[Section]
+    passages: list[Passage]
+    section_terms: list[tuple[str, str, str]]  # per section: title, key items, body terms
+    links: list[tuple[int, str, str]]  # (line, target path, anchor)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def tokens(self) -> int:
+        return sum(s.tokens for s in self.sections)
+
+
+@dataclass(frozen=True)
+class SkippedFile:
+    path: str
+    reason: str

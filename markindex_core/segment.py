@@ -1,0 +1,135 @@
+"""Mixed Chinese / English segmentation, identical for the index and for queries.
+
+Chinese runs go through jieba's dictionary in search mode (rjieba, the Rust port, when it can be
+imported; pure-Python jieba otherwise). Other words are NFKC-folded and lowercased; identifiers such
+as `C++`, `ISO-27001`, `v2.1`, `tidb_mem_quota_query` and `CamelCase` are kept whole *and* split into
+parts, so either spelling finds them.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Callable
+from functools import lru_cache
+
+_CJK_CLASS = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002ffff"
+_TOKEN = re.compile(
+    rf"(?P<cjk>[{_CJK_CLASS}]+)"
+    rf"|(?P<word>[^\W_{_CJK_CLASS}]+(?:[-_.+#/][^\W_{_CJK_CLASS}]+)*[+#]*)"
+)
+_CONNECTOR = re.compile(r"[-_.+#/]+")
+_CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+|[^\W\d_]+")
+# Characters FTS5's unicode61 tokenizer must keep inside a token (our compound identifiers).
+FTS_TOKENCHARS = "-_.+#/"
+
+Cutter = Callable[[str], list[str]]
+
+
+@lru_cache(maxsize=1)
+def _cutter() -> tuple[str, Cutter]:
+    try:
+        import rjieba
+
+        def cut_rjieba(text: str) -> list[str]:
+            return rjieba.cut_for_search(text, False)  # type: ignore[no-any-return]
+
+        return "rjieba", cut_rjieba
+    except ImportError:  # pragma: no cover - exercised only where the wheel is missing
+        import logging
+
+        import jieba
+
+        jieba.setLogLevel(logging.WARNING)
+
+        def cut_jieba(text: str) -> list[str]:
+            return list(jieba.cut_for_search(text, HMM=False))
+
+        return "jieba", cut_jieba
+
+
+def engine() -> str:
+    """Name of the Chinese segmentation engine in use (recorded in the index fingerprint)."""
+    return _cutter()[0]
+
+
+def normalize(text: str) -> str:
+    """NFKC and lowercase: what search sees (stored lines stay original)."""
+    if not text.isascii():
+        text = unicodedata.normalize("NFKC", text)
+    return text.lower()
+
+
+@lru_cache(maxsize=65536)
+def _word_terms(word: str) -> tuple[str, ...]:
+    """A word or identifier (original case) -> whole lowercased form, then its parts."""
+    lower = word.lower()
+    parts: list[str] = []
+    for piece in _CONNECTOR.split(word):
+        if not piece:
+            continue
+        sub = _CAMEL.findall(piece) if not piece.islower() and not piece.isupper() else [piece]
+        parts.extend(p.lower() for p in sub if p)
+    if len(parts) == 1 and parts[0] == lower:
+        return (lower,)
+    if len(parts) == 1:
+        return (lower, parts[0])
+    return (lower, *parts)
+
+
+def terms(text: str) -> list[str]:
+    """All search terms of `text`, for the index (words first, then Chinese words)."""
+    if not text.isascii():
+        text = unicodedata.normalize("NFKC", text)
+    out: list[str] = []
+    cjk_runs: list[str] = []
+    for m in _TOKEN.finditer(text):
+        word = m.group("word")
+        if word is None:
+            cjk_runs.append(m.group("cjk"))
+        else:
+            out.extend(_word_terms(word))
+    if cjk_runs:
+        cut = _cutter()[1]
+        out.extend(t for t in cut(" ".join(cjk_runs)) if t != " ")
+    return out
+
+
+def terms_text(text: str) -> str:
+    """Terms joined by spaces: what is inserted into the FTS5 tables."""
+    return " ".join(terms(text))
+
+
+def word_groups(text: str) -> list[list[str]]:
+    """Query-side view: one group per word the user typed, each with its alternative terms.
+
+    For an identifier the group is `[whole, part, part, …]`; for a Chinese word it is the
+    search-mode cut of that word (the word itself plus its dictionary sub-words).
+    """
+    if not text.isascii():
+        text = unicodedata.normalize("NFKC", text)
+    groups: list[list[str]] = []
+    cut = None
+    for m in _TOKEN.finditer(text):
+        word = m.group("word")
+        if word is not None:
+            groups.append(list(_word_terms(word)))
+            continue
+        cut = cut or _cutter()[1]
+        run = m.group("cjk")
+        for w in _precise()(run):
+            sub = [t for t in cut(w) if t != " "]
+            groups.append([w, *[t for t in sub if t != w]])
+    return groups
+
+
+@lru_cache(maxsize=1)
+def _precise() -> Cutter:
+    """jieba's precise mode (no HMM): how a query's Chinese is split into words."""
+    if engine() == "rjieba":
+        import rjieba
+
+        return lambda s: rjieba.cut(s, False)  # type: ignore[no-any-return]
+    import jieba  # pragma: no cover
+
+    return lambda s: list(jieba.cut(s, HMM=False))  # pragma: no cover

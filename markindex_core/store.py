@@ -1,0 +1,475 @@
+"""The SQLite index (APSW, WAL): schema, writes of whole documents, and every read query.
+
+All SQL of markindex lives here. One writer at a time (see `lock.py`); readers open their own
+connections and see consistent snapshots while the writer works.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import apsw
+import apsw.bestpractice
+
+from markindex_core.config import LINE_BLOCK_SIZE, SCHEMA_VERSION
+from markindex_core.errors import IndexMissing, MarkindexError
+from markindex_core.model import ParsedDocument
+from markindex_core.segment import FTS_TOKENCHARS
+
+_TOKENIZE = f"unicode61 remove_diacritics 0 tokenchars '{FTS_TOKENCHARS}'"
+
+_SCHEMA = f"""
+CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE documents(
+    id INTEGER PRIMARY KEY,
+    path TEXT NOT NULL UNIQUE,
+    folder TEXT NOT NULL,
+    title TEXT NOT NULL,
+    description TEXT NOT NULL,
+    front_matter TEXT,
+    hash TEXT NOT NULL,
+    size INTEGER NOT NULL,
+    mtime_ns INTEGER NOT NULL,
+    tokens INTEGER NOT NULL,
+    line_count INTEGER NOT NULL,
+    encoding TEXT NOT NULL,
+    warnings TEXT NOT NULL,
+    indexed_at REAL NOT NULL
+);
+CREATE INDEX documents_folder ON documents(folder, path);
+CREATE TABLE nodes(
+    id INTEGER PRIMARY KEY,
+    doc_id INTEGER NOT NULL,
+    ordinal INTEGER NOT NULL,
+    node_id TEXT NOT NULL,
+    parent_id TEXT,
+    depth INTEGER NOT NULL,
+    kind TEXT NOT NULL,
+    level INTEGER NOT NULL,
+    title TEXT NOT NULL,
+    key_items TEXT NOT NULL,
+    start_line INTEGER NOT NULL,
+    end_line INTEGER NOT NULL,
+    subtree_end INTEGER NOT NULL,
+    tokens INTEGER NOT NULL,
+    subtree_tokens INTEGER NOT NULL,
+    summary TEXT,
+    content_hash TEXT NOT NULL
+);
+CREATE UNIQUE INDEX nodes_doc_ordinal ON nodes(doc_id, ordinal);
+CREATE INDEX nodes_doc_node ON nodes(doc_id, node_id);
+CREATE TABLE passages(
+    id INTEGER PRIMARY KEY,
+    node_rowid INTEGER NOT NULL,
+    doc_id INTEGER NOT NULL,
+    start_line INTEGER NOT NULL,
+    end_line INTEGER NOT NULL
+);
+CREATE INDEX passages_doc ON passages(doc_id);
+CREATE INDEX passages_node ON passages(node_rowid);
+CREATE TABLE line_blocks(
+    doc_id INTEGER NOT NULL,
+    block INTEGER NOT NULL,
+    text TEXT NOT NULL,
+    PRIMARY KEY(doc_id, block)
+);
+CREATE TABLE links(doc_id INTEGER NOT NULL, line INTEGER NOT NULL, target TEXT NOT NULL, anchor TEXT NOT NULL);
+CREATE INDEX links_doc ON links(doc_id);
+CREATE INDEX links_target ON links(target);
+CREATE TABLE skipped(path TEXT PRIMARY KEY, reason TEXT NOT NULL, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL);
+CREATE VIRTUAL TABLE node_fts USING fts5(
+    title, key_items, summary, body, content='', contentless_delete=1, tokenize="{_TOKENIZE}");
+CREATE VIRTUAL TABLE passage_fts USING fts5(
+    body, content='', contentless_delete=1, tokenize="{_TOKENIZE}");
+INSERT INTO node_fts(node_fts, rank) VALUES('hashsize', 16777216);
+INSERT INTO passage_fts(passage_fts, rank) VALUES('hashsize', 16777216);
+"""
+
+
+@dataclass(frozen=True)
+class DocState:
+    id: int
+    hash: str
+    size: int
+    mtime_ns: int
+
+
+def connect(db_path: Path, *, readonly: bool = False) -> apsw.Connection:
+    """Open the index file; writers create and migrate it, readers require it to exist."""
+    if readonly:
+        if not db_path.exists():
+            raise IndexMissing(
+                f"no index at {db_path}", "run `markindex index ROOT` first (or pass --db FILE)"
+            )
+        flags = apsw.SQLITE_OPEN_READONLY
+    else:
+        flags = apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE
+    try:
+        conn = apsw.Connection(str(db_path), flags=flags)
+        conn.set_busy_timeout(5_000)
+        if not readonly:
+            conn.pragma("journal_mode", "wal")
+            conn.pragma("synchronous", "normal")
+        conn.pragma("cache_size", -32_768)
+        apsw.bestpractice.connection_dqs(conn)
+        if not readonly:
+            _migrate(conn)
+        else:
+            version = conn.pragma("user_version")
+            if version != SCHEMA_VERSION:
+                raise IndexMissing(
+                    f"index at {db_path} has schema {version}, this markindex needs {SCHEMA_VERSION}",
+                    "run `markindex index ROOT` to rebuild it",
+                )
+    except apsw.Error as exc:
+        raise MarkindexError(
+            f"cannot open index {db_path}: {exc}", "check the path, or delete the file to rebuild"
+        ) from None
+    return conn
+
+
+def _migrate(conn: apsw.Connection) -> None:
+    version = conn.pragma("user_version")
+    if version == SCHEMA_VERSION:
+        return
+    with conn:
+        if version not in (0, SCHEMA_VERSION):
+            # Older layouts are rebuilt from the files: drop everything we own.
+            names = [r[0] for r in conn.execute(
+                "SELECT name FROM sqlite_schema WHERE type IN ('table','view') "
+                "AND name NOT LIKE 'sqlite_%' AND name NOT LIKE '%fts_%'"
+            )]
+            for name in names:
+                conn.execute(f'DROP TABLE IF EXISTS "{name}"')
+        conn.execute(_SCHEMA)
+        conn.pragma("user_version", SCHEMA_VERSION)
+
+
+class Store:
+    """A connection to one library's index with typed reads and whole-document writes."""
+
+    def __init__(self, db_path: Path, *, readonly: bool = False) -> None:
+        self.path = db_path
+        self.readonly = readonly
+        self.conn = connect(db_path, readonly=readonly)
+
+    def close(self) -> None:
+        self.conn.close()
+
+    # ----- metadata -------------------------------------------------------------------------
+    def get_meta(self, key: str, default: str | None = None) -> str | None:
+        row = self.conn.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
+        return str(row[0]) if row else default
+
+    def set_meta(self, values: dict[str, str]) -> None:
+        with self.conn:
+            self.conn.executemany(
+                "INSERT INTO meta(key, value) VALUES(?, ?) "
+                "ON CONFLICT(key) DO UPDATE SET value=excluded.value",
+                list(values.items()),
+            )
+
+    def all_meta(self) -> dict[str, str]:
+        return {str(k): str(v) for k, v in self.conn.execute("SELECT key, value FROM meta")}
+
+    def data_version(self) -> int:
+        return int(self.conn.pragma("data_version"))
+
+    # ----- writer side ----------------------------------------------------------------------
+    def doc_states(self) -> dict[str, DocState]:
+        return {
+            str(p): DocState(int(i), str(h), int(s), int(m))
+            for i, p, h, s, m in self.conn.execute(
+                "SELECT id, path, hash, size, mtime_ns FROM documents"
+            )
+        }
+
+    def skipped_states(self) -> dict[str, tuple[int, int, str]]:
+        return {
+            str(p): (int(s), int(m), str(r))
+            for p, s, m, r in self.conn.execute("SELECT path, size, mtime_ns, reason FROM skipped")
+        }
+
+    def mark_all_stale(self) -> None:
+        with self.conn:
+            self.conn.execute("UPDATE documents SET hash=''")
+            self.conn.execute("DELETE FROM skipped")
+
+    def touch(self, path: str, size: int, mtime_ns: int) -> None:
+        with self.conn:
+            self.conn.execute(
+                "UPDATE documents SET size=?, mtime_ns=? WHERE path=?", (size, mtime_ns, path)
+            )
+
+    def write_documents(self, docs: Sequence[ParsedDocument]) -> None:
+        """Replace these documents, all in one transaction (never half a document)."""
+        with self.conn:
+            for doc in docs:
+                self._delete(doc.path)
+                self._insert(doc)
+
+    def delete_documents(self, paths: Iterable[str]) -> None:
+        with self.conn:
+            for path in paths:
+                self._delete(path)
+                self.conn.execute("DELETE FROM skipped WHERE path=?", (path,))
+
+    def record_skipped(self, path: str, reason: str, size: int, mtime_ns: int) -> None:
+        with self.conn:
+            self._delete(path)
+            self.conn.execute(
+                "INSERT OR REPLACE INTO skipped(path, reason, size, mtime_ns) VALUES(?,?,?,?)",
+                (path, reason, size, mtime_ns),
+            )
+
+    def _delete(self, path: str) -> None:
+        c = self.conn
+        row = c.execute("SELECT id FROM documents WHERE path=?", (path,)).fetchone()
+        if row is None:
+            return
+        doc_id = row[0]
+        c.execute("DELETE FROM node_fts WHERE rowid IN (SELECT id FROM nodes WHERE doc_id=?)", (doc_id,))
+        c.execute(
+            "DELETE FROM passage_fts WHERE rowid IN (SELECT id FROM passages WHERE doc_id=?)", (doc_id,)
+        )
+        for table in ("nodes", "passages", "line_blocks", "links"):
+            c.execute(f"DELETE FROM {table} WHERE doc_id=?", (doc_id,))
+        c.execute("DELETE FROM documents WHERE id=?", (doc_id,))
+
+    def _insert(self, doc: ParsedDocument) -> None:
+        c = self.conn
+        c.execute("DELETE FROM skipped WHERE path=?", (doc.path,))
+        folder = doc.path.rpartition("/")[0]
+        c.execute(
+            "INSERT INTO documents(path, folder, title, description, front_matter, hash, size,"
+            " mtime_ns, tokens, line_count, encoding, warnings, indexed_at)"
+            " VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (
+                doc.path, folder, doc.title, doc.description,
+                json.dumps(doc.front_matter, ensure_ascii=False) if doc.front_matter is not None else None,
+                doc.content_hash, doc.size, doc.mtime_ns, doc.tokens, len(doc.lines), doc.encoding,
+                json.dumps(doc.warnings, ensure_ascii=False), time.time(),
+            ),
+        )
+        doc_id = c.last_insert_rowid()
+        node_rowids: list[int] = []
+        for ordinal, (s, (t_title, t_keys, t_body)) in enumerate(
+            zip(doc.sections, doc.section_terms, strict=True)
+        ):
+            c.execute(
+                "INSERT INTO nodes(doc_id, ordinal, node_id, parent_id, depth, kind, level, title,"
+                " key_items, start_line, end_line, subtree_end, tokens, subtree_tokens, content_hash)"
+                " VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                (
+                    doc_id, ordinal, s.node_id, s.parent_id, s.depth, s.kind, s.level, s.title,
+                    json.dumps(s.key_items, ensure_ascii=False), s.start_line, s.end_line,
+                    s.subtree_end, s.tokens, s.subtree_tokens, s.content_hash,
+                ),
+            )
+            rowid = c.last_insert_rowid()
+            node_rowids.append(rowid)
+            c.execute(
+                "INSERT INTO node_fts(rowid, title, key_items, summary, body) VALUES(?,?,?,?,?)",
+                (rowid, t_title, t_keys, "", t_body),
+            )
+        for p in doc.passages:
+            c.execute(
+                "INSERT INTO passages(node_rowid, doc_id, start_line, end_line) VALUES(?,?,?,?)",
+                (node_rowids[p.node_index], doc_id, p.start_line, p.end_line),
+            )
+            c.execute(
+                "INSERT INTO passage_fts(rowid, body) VALUES(?, ?)", (c.last_insert_rowid(), p.terms)
+            )
+        lines = doc.lines
+        c.executemany(
+            "INSERT INTO line_blocks(doc_id, block, text) VALUES(?,?,?)",
+            (
+                (doc_id, b, "\n".join(lines[b * LINE_BLOCK_SIZE : (b + 1) * LINE_BLOCK_SIZE]))
+                for b in range((len(lines) + LINE_BLOCK_SIZE - 1) // LINE_BLOCK_SIZE)
+            ),
+        )
+        c.executemany(
+            "INSERT INTO links(doc_id, line, target, anchor) VALUES(?,?,?,?)",
+            ((doc_id, line, target, anchor) for line, target, anchor in doc.links),
+        )
+
+    def optimize(self) -> None:
+        with self.conn:
+            self.conn.execute("INSERT INTO node_fts(node_fts) VALUES('optimize')")
+            self.conn.execute("INSERT INTO passage_fts(passage_fts) VALUES('optimize')")
+
+    def checkpoint(self) -> None:
+        self.conn.pragma("wal_checkpoint", "truncate")
+
+    # ----- readers --------------------------------------------------------------------------
+    def document(self, path: str) -> dict[str, Any] | None:
+        row = self.conn.execute(
+            "SELECT id, path, title, description, front_matter, hash, size, mtime_ns, tokens,"
+            " line_count, encoding, warnings, indexed_at FROM documents WHERE path=?",
+            (path,),
+        ).fetchone()
+        if row is None:
+            return None
+        keys = ("id", "path", "title", "description", "front_matter", "hash", "size", "mtime_ns",
+                "tokens", "line_count", "encoding", "warnings", "indexed_at")
+        d = dict(zip(keys, row, strict=True))
+        d["front_matter"] = json.loads(d["front_matter"]) if d["front_matter"] else None
+        d["warnings"] = json.loads(d["warnings"])
+        return d
+
+    def document_paths(self) -> list[str]:
+        return [str(r[0]) for r in self.conn.execute("SELECT path FROM documents ORDER BY path")]
+
+    def count_documents(self, folder_prefix: str = "") -> int:
+        if not folder_prefix:
+            return int(self.conn.execute("SELECT count(*) FROM documents").fetchone()[0])
+        return int(self.conn.execute(
+            "SELECT count(*) FROM documents WHERE path >= ? AND path < ?",
+            (folder_prefix + "/", folder_prefix + "0"),
+        ).fetchone()[0])
+
+    def folder_entries(self, folder: str) -> tuple[list[tuple[str, int, int]], list[dict[str, Any]]]:
+        """Direct sub-folders (name, documents, tokens) and documents of `folder` ('' = root)."""
+        if folder:
+            lo, hi = folder + "/", folder + "0"  # '0' sorts right after '/'
+        else:
+            lo, hi = "", "\U0010ffff"
+        subs: dict[str, list[int]] = {}
+        # Sub-folder aggregation walks the distinct folders below, not the documents.
+        for f, n, tok in self.conn.execute(
+            "SELECT folder, count(*), sum(tokens) FROM documents WHERE folder >= ? AND folder < ?"
+            " GROUP BY folder",
+            (lo, hi) if folder else ("", hi),
+        ):
+            f = str(f)
+            if f == folder:
+                continue
+            rest = f[len(lo):] if folder else f
+            name = rest.split("/", 1)[0]
+            agg = subs.setdefault(name, [0, 0])
+            agg[0] += int(n)
+            agg[1] += int(tok or 0)
+        docs = [
+            {"path": str(p), "title": str(t), "description": str(d), "tokens": int(k)}
+            for p, t, d, k in self.conn.execute(
+                "SELECT path, title, description, tokens FROM documents WHERE folder=? ORDER BY path",
+                (folder,),
+            )
+        ]
+        return [(k, v[0], v[1]) for k, v in sorted(subs.items())], docs
+
+    def folders(self) -> list[str]:
+        return [str(r[0]) for r in self.conn.execute("SELECT DISTINCT folder FROM documents")]
+
+    def nodes(self, doc_id: int) -> list[dict[str, Any]]:
+        return [_node_row(r) for r in self.conn.execute(_NODE_SELECT + " WHERE doc_id=? ORDER BY ordinal", (doc_id,))]
+
+    def node(self, doc_id: int, node_id: str) -> dict[str, Any] | None:
+        row = self.conn.execute(_NODE_SELECT + " WHERE doc_id=? AND node_id=?", (doc_id, node_id)).fetchone()
+        return _node_row(row) if row else None
+
+    def node_by_rowid(self, rowid: int) -> dict[str, Any] | None:
+        row = self.conn.execute(_NODE_SELECT + " WHERE id=?", (rowid,)).fetchone()
+        return _node_row(row) if row else None
+
+    def read_lines(self, doc_id: int, start: int, end: int) -> list[str]:
+        """Original lines start..end (1-based, inclusive) of a document."""
+        if end < start:
+            return []
+        b0, b1 = (start - 1) // LINE_BLOCK_SIZE, (end - 1) // LINE_BLOCK_SIZE
+        out: list[str] = []
+        first = None
+        for block, text in self.conn.execute(
+            "SELECT block, text FROM line_blocks WHERE doc_id=? AND block BETWEEN ? AND ? ORDER BY block",
+            (doc_id, b0, b1),
+        ):
+            if first is None:
+                first = int(block)
+            out.extend(str(text).split("\n"))
+        if first is None:
+            return []
+        offset = start - 1 - first * LINE_BLOCK_SIZE
+        return out[offset : offset + end - start + 1]
+
+    def links_from(self, doc_id: int) -> list[dict[str, Any]]:
+        return [
+            {"line": int(line), "target": str(t), "anchor": str(a), "broken": d is None}
+            for line, t, a, d in self.conn.execute(
+                "SELECT l.line, l.target, l.anchor, d.id FROM links l LEFT JOIN documents d"
+                " ON d.path = l.target WHERE l.doc_id=? ORDER BY l.line",
+                (doc_id,),
+            )
+        ]
+
+    def links_to(self, path: str) -> list[dict[str, Any]]:
+        return [
+            {"source": str(p), "line": int(line), "anchor": str(a)}
+            for p, line, a in self.conn.execute(
+                "SELECT d.path, l.line, l.anchor FROM links l JOIN documents d ON d.id = l.doc_id"
+                " WHERE l.target=? ORDER BY d.path, l.line",
+                (path,),
+            )
+        ]
+
+    def broken_links(self) -> list[dict[str, Any]]:
+        return [
+            {"source": str(p), "line": int(line), "target": str(t)}
+            for p, line, t in self.conn.execute(
+                "SELECT d.path, l.line, l.target FROM links l JOIN documents d ON d.id = l.doc_id"
+                " WHERE NOT EXISTS (SELECT 1 FROM documents x WHERE x.path = l.target)"
+                " ORDER BY d.path, l.line"
+            )
+        ]
+
+    def stats(self) -> dict[str, int]:
+        c = self.conn
+        return {
+            "documents": int(c.execute("SELECT count(*) FROM documents").fetchone()[0]),
+            "nodes": int(c.execute("SELECT count(*) FROM nodes").fetchone()[0]),
+            "passages": int(c.execute("SELECT count(*) FROM passages").fetchone()[0]),
+            "links": int(c.execute("SELECT count(*) FROM links").fetchone()[0]),
+            "skipped": int(c.execute("SELECT count(*) FROM skipped").fetchone()[0]),
+            "tokens": int(c.execute("SELECT coalesce(sum(tokens),0) FROM documents").fetchone()[0]),
+        }
+
+    def skipped(self) -> list[tuple[str, str]]:
+        return [(str(p), str(r)) for p, r in self.conn.execute("SELECT path, reason FROM skipped ORDER BY path")]
+
+    def snapshot(self) -> Iterator[None]:
+        """Context for several reads that must see one consistent state."""
+        return _read_txn(self.conn)
+
+
+_NODE_SELECT = (
+    "SELECT id, doc_id, ordinal, node_id, parent_id, depth, kind, level, title, key_items,"
+    " start_line, end_line, subtree_end, tokens, subtree_tokens, summary FROM nodes"
+)
+
+
+def _node_row(r: Sequence[Any]) -> dict[str, Any]:
+    return {
+        "rowid": r[0], "doc_id": r[1], "ordinal": r[2], "node_id": r[3], "parent_id": r[4],
+        "depth": r[5], "kind": r[6], "level": r[7], "title": r[8], "key_items": json.loads(r[9]),
+        "start_line": r[10], "end_line": r[11], "subtree_end": r[12], "tokens": r[13],
+        "subtree_tokens": r[14], "summary": r[15],
+    }
+
+
+class _read_txn:  # noqa: N801 - used like a function
+    def __init__(self, conn: apsw.Connection) -> None:
+        self.conn = conn
+
+    def __enter__(self) -> None:
+        self.conn.execute("BEGIN")
+
+    def __exit__(self, *exc: object) -> None:
+        self.conn.execute("COMMIT")
+
+
+_local = threading.local()

@@ -1,0 +1,201 @@
+"""Build a document's optimized section tree: nest headings, merge small subtrees, split huge nodes.
+
+The merge rule ports PageIndex's cost model with tokens instead of pages: a subtree is merged into
+its root when reading it whole costs no more than routing through it (see SPEC §2).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+from dataclasses import dataclass, field
+
+import xxhash
+
+from markindex_core.config import TreeParams
+from markindex_core.model import Section
+from markindex_core.parse import ParsedMarkdown
+from markindex_core.tokens import TokenCounter, estimate_tokens
+
+
+@dataclass
+class _Raw:
+    kind: str
+    title: str
+    level: int
+    start: int  # 0-based, inclusive
+    own_end: int  # 0-based, exclusive
+    body_start: int  # 0-based line after the heading
+    children: list[_Raw] = field(default_factory=list)
+    key_items: list[str] = field(default_factory=list)
+    own_tokens: int = 0
+    subtree_tokens: int = 0
+    tree_cost: int = 0
+
+    def subtree_end(self) -> int:
+        return self.children[-1].subtree_end() if self.children else self.own_end
+
+
+def build_sections(
+    lines: list[str],
+    parsed: ParsedMarkdown,
+    doc_title: str,
+    params: TreeParams,
+    count_tokens: TokenCounter = estimate_tokens,
+) -> list[Section]:
+    """Return the document's nodes in pre-order; their own ranges partition every line."""
+    n = len(lines)
+    if n == 0:
+        return []
+    heads = parsed.headings
+    fm_end = parsed.front_matter_end
+    root = _Raw("document", doc_title, 0, 0, heads[0].line if heads else n, fm_end)
+    stack = [root]
+    for i, h in enumerate(heads):
+        own_end = heads[i + 1].line if i + 1 < len(heads) else n
+        node = _Raw("section", h.title, h.level, h.line, own_end, min(h.end, own_end))
+        while len(stack) > 1 and stack[-1].level >= h.level:
+            stack.pop()
+        stack[-1].children.append(node)
+        stack.append(node)
+
+    def text(a: int, b: int) -> str:
+        return "\n".join(lines[a:b])
+
+    def measure(v: _Raw) -> None:
+        v.own_tokens = count_tokens(text(max(v.start, fm_end), v.own_end))
+        for c in v.children:
+            measure(c)
+
+    measure(root)
+    _merge(root, params.routing_cost)
+
+    if root.children:
+        top: list[_Raw] = []
+        if root.own_end > root.start:
+            top.append(_Raw("preface", "", 0, root.start, root.own_end, fm_end, [], [], root.own_tokens))
+        top.extend(root.children)
+    else:
+        top = [root]
+    for v in top:
+        _split_large(v, parsed.block_starts, params.max_node_tokens, text, count_tokens)
+
+    out: list[Section] = []
+    _emit(top, None, "", 0, out, text)
+    return out
+
+
+def _merge(v: _Raw, routing_cost: int) -> None:
+    for c in v.children:
+        _merge(c, routing_cost)
+    v.subtree_tokens = v.own_tokens + sum(c.subtree_tokens for c in v.children)
+    if not v.children:
+        v.tree_cost = v.subtree_tokens
+        return
+    cost = routing_cost + max(v.own_tokens, max(c.tree_cost for c in v.children))
+    if v.subtree_tokens <= cost:
+        absorbed: list[str] = []
+        _collect_titles(v.children, absorbed)
+        v.key_items = v.key_items + absorbed
+        v.own_end = v.subtree_end()
+        v.own_tokens = v.subtree_tokens
+        v.children = []
+        v.tree_cost = v.subtree_tokens
+    else:
+        v.tree_cost = cost
+
+
+def _collect_titles(nodes: list[_Raw], out: list[str]) -> None:
+    for c in nodes:
+        if c.title:
+            out.append(c.title)
+        out.extend(c.key_items)
+        _collect_titles(c.children, out)
+
+
+def _split_large(v: _Raw, block_starts: list[int], limit: int, text: object, count: TokenCounter) -> None:
+    for c in v.children:
+        _split_large(c, block_starts, limit, text, count)
+    if v.own_tokens <= limit:
+        return
+    assert callable(text)
+    cuts = _block_cuts(v.body_start, v.own_end, block_starts)
+    pieces = [(a, b, count(text(a, b))) for a, b in zip(cuts, cuts[1:], strict=False)]
+    groups: list[tuple[int, int, int]] = []
+    cur_a, cur_b, cur_t = v.start, v.body_start, count(text(v.start, v.body_start))
+    for a, b, t in pieces:
+        if cur_t + t <= limit or cur_b == cur_a:
+            cur_b, cur_t = b, cur_t + t
+            continue
+        groups.append((cur_a, cur_b, cur_t))
+        if t > limit:  # a single block larger than a node: split it by lines
+            for la, lb, lt in _split_lines(a, b, limit, text, count)[:-1]:
+                groups.append((la, lb, lt))
+            cur_a, cur_b, cur_t = _split_lines(a, b, limit, text, count)[-1]
+        else:
+            cur_a, cur_b, cur_t = a, b, t
+    groups.append((cur_a, cur_b, cur_t))
+    if len(groups) == 1:
+        return
+    first = groups[0]
+    v.own_end, v.own_tokens = first[1], first[2]
+    total = len(groups) - 1
+    chunks = [
+        _Raw("chunk", f"part {k}/{total}", 0, a, b, a, [], [], t)
+        for k, (a, b, t) in enumerate(groups[1:], start=1)
+    ]
+    v.children = chunks + v.children
+
+
+def _block_cuts(a: int, b: int, block_starts: list[int]) -> list[int]:
+    lo, hi = bisect_right(block_starts, a), bisect_left(block_starts, b)
+    return [a, *block_starts[lo:hi], b]
+
+
+def _split_lines(a: int, b: int, limit: int, text: object, count: TokenCounter) -> list[tuple[int, int, int]]:
+    assert callable(text)
+    out: list[tuple[int, int, int]] = []
+    start, acc = a, 0
+    for i in range(a, b):
+        t = count(text(i, i + 1)) + 1
+        if acc and acc + t > limit:
+            out.append((start, i, acc))
+            start, acc = i, 0
+        acc += t
+    out.append((start, b, acc))
+    return out
+
+
+def _emit(nodes: list[_Raw], parent: Section | None, parent_key: str, depth: int, out: list[Section], text: object) -> None:
+    assert callable(text)
+    seen: dict[tuple[str, str], int] = {}
+    for v in nodes:
+        ordinal = seen.get((v.kind, v.title), 0)
+        seen[(v.kind, v.title)] = ordinal + 1
+        key = f"{parent_key}\x1e{v.kind}\x1f{v.title}\x1f{ordinal}"
+        node_id = xxhash.xxh3_64_hexdigest(key.encode("utf-8"))[:12]
+        own = text(v.start, v.own_end)
+        content_hash = xxhash.xxh3_64_hexdigest(
+            "\x1f".join([v.title, *v.key_items, own]).encode("utf-8")
+        )
+        sec = Section(
+            node_id=node_id,
+            parent_id=parent.node_id if parent else None,
+            kind=v.kind,
+            level=v.level,
+            title=v.title,
+            key_items=v.key_items,
+            start_line=v.start + 1,
+            end_line=v.own_end,
+            subtree_end=v.subtree_end(),
+            tokens=v.own_tokens,
+            subtree_tokens=v.own_tokens,
+            depth=depth,
+            content_hash=content_hash,
+            body_start=v.body_start + 1,
+        )
+        out.append(sec)
+        first_child = len(out)
+        _emit(v.children, sec, key, depth + 1, out, text)
+        sec.subtree_tokens = v.own_tokens + sum(
+            s.tokens for s in out[first_child:]
+        )

@@ -1,0 +1,1 @@
+"""markindex terminal app."""
