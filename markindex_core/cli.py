@@ -6,7 +6,6 @@ import argparse
 import json
 import sys
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 from markindex_core.errors import MarkindexError
@@ -23,14 +22,26 @@ def _common(p: argparse.ArgumentParser, root: bool = True) -> None:
 
 def _indexing_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "--ignore", action="append", default=[], metavar="PATTERN",
+        "--ignore",
+        action="append",
+        default=[],
+        metavar="PATTERN",
         help="gitignore-style pattern relative to ROOT to leave out (repeatable)",
     )
     g = p.add_mutually_exclusive_group()
-    g.add_argument("--setext", dest="setext", action="store_true", default=None,
-                   help="treat `===`/`---` underlines as headings (default; remembered by the index)")
-    g.add_argument("--no-setext", dest="setext", action="store_false",
-                   help="treat `---` as a thematic break and `===` as text (remembered by the index)")
+    g.add_argument(
+        "--setext",
+        dest="setext",
+        action="store_true",
+        default=None,
+        help="treat `===`/`---` underlines as headings (default; remembered by the index)",
+    )
+    g.add_argument(
+        "--no-setext",
+        dest="setext",
+        action="store_false",
+        help="treat `---` as a thematic break and `===` as text (remembered by the index)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -41,16 +52,22 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
-    p = sub.add_parser("index", help="build or update the index of a library (incremental)",
-                       description="Parse every Markdown file under ROOT into its section tree and "
-                       "update the index: only new or changed files are rebuilt.")
+    p = sub.add_parser(
+        "index",
+        help="build or update the index of a library (incremental)",
+        description="Parse every Markdown file under ROOT into its section tree and "
+        "update the index: only new or changed files are rebuilt.",
+    )
     _common(p)
     _indexing_options(p)
     p.set_defaults(func=cmd_index)
 
-    p = sub.add_parser("tree", help="print a document's section outline",
-                       description="Print the optimized section tree of one document: node ids, "
-                       "kinds, titles, line ranges and tokens.")
+    p = sub.add_parser(
+        "tree",
+        help="print a document's section outline",
+        description="Print the optimized section tree of one document: node ids, "
+        "kinds, titles, line ranges and tokens.",
+    )
     _common(p)
     p.add_argument("doc", metavar="DOC", help="document path relative to ROOT")
     p.add_argument("--depth", type=int, default=None, help="levels to show (default: all)")
@@ -80,7 +97,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _error(message: str, hint: str, as_json: bool, code: str = "ERROR") -> None:
     if as_json:
-        print(json.dumps({"error": message, "hint": hint, "code": code}, ensure_ascii=False), file=sys.stderr)
+        print(
+            json.dumps({"error": message, "hint": hint, "code": code}, ensure_ascii=False),
+            file=sys.stderr,
+        )
     else:
         print(f"error: {message}" + (f"\n  hint: {hint}" if hint else ""), file=sys.stderr)
 
@@ -102,8 +122,13 @@ def cmd_index(args: argparse.Namespace) -> int:
 
     err = Console(stderr=True)
     with Progress(
-        TextColumn("indexing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-        TextColumn("[dim]{task.description}"), console=err, transient=True,
+        TextColumn("indexing"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("[dim]{task.description}"),
+        console=err,
+        transient=True,
     ) as bar:
         task = bar.add_task("", total=None)
 
@@ -140,20 +165,31 @@ def cmd_tree(args: argparse.Namespace) -> int:
         raise unknown_document(lib.store, args.doc)
     outline = nest(lib.store.nodes(doc["id"]), depth=args.depth)
     if args.json:
-        emit_json({"path": doc["path"], "title": doc["title"], "tokens": doc["tokens"],
-                   "lines": doc["line_count"], "nodes": outline})
+        emit_json(
+            {
+                "path": doc["path"],
+                "title": doc["title"],
+                "tokens": doc["tokens"],
+                "lines": doc["line_count"],
+                "nodes": outline,
+            }
+        )
         return 0
     from rich.console import Console
     from rich.markup import escape
     from rich.tree import Tree
 
-    tree = Tree(f"[bold]{escape(doc['path'])}[/] — {escape(doc['title'])} "
-                f"[dim]({doc['line_count']} lines, {doc['tokens']} tokens)[/]")
+    tree = Tree(
+        f"[bold]{escape(doc['path'])}[/] — {escape(doc['title'])} "
+        f"[dim]({doc['line_count']} lines, {doc['tokens']} tokens)[/]"
+    )
 
     def add(parent: Tree, entries: list[dict[str, Any]]) -> None:
         for e in entries:
-            label = (f"[cyan]{e['node_id']}[/] [magenta]{e['kind']}[/] {escape(e['title'] or '(untitled)')} "
-                     f"[dim]L{e['start_line']}-{e['end_line']} · {e['tokens']} tok[/]")
+            label = (
+                f"[cyan]{e['node_id']}[/] [magenta]{e['kind']}[/] {escape(e['title'] or '(untitled)')} "
+                f"[dim]L{e['start_line']}-{e['end_line']} · {e['tokens']} tok[/]"
+            )
             if e.get("key_items"):
                 label += f" [dim]+{len(e['key_items'])} merged[/]"
             if e.get("children_count"):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import posixpath
 from bisect import bisect_left, bisect_right
 
@@ -39,7 +40,9 @@ def build_document(
     title = _title(fm, parsed, rel_path)
     sections = build_sections(lines, parsed, title, params)
     passages = _passages(sections, lines, parsed)
-    section_terms = [_section_terms(s, passages_of) for s, passages_of in _group(sections, passages)]
+    section_terms = [
+        _section_terms(s, passages_of) for s, passages_of in _group(sections, passages)
+    ]
     return ParsedDocument(
         path=rel_path,
         content_hash=content_hash(data),
@@ -110,7 +113,7 @@ def _passages(sections: list[Section], lines: list[str], parsed: ParsedMarkdown)
         lo, hi = bisect_right(starts, a), bisect_left(starts, b)
         cuts = [a, *starts[lo:hi], b]
         pending: tuple[int, int] | None = None
-        for x, y in zip(cuts, cuts[1:], strict=False):
+        for x, y in itertools.pairwise(cuts):
             while x < y and not lines[x].strip():
                 x += 1
             while y > x and not lines[y - 1].strip():

@@ -14,7 +14,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from markindex_core import segment
-from markindex_core.config import BATCH_DOCS, FORMAT_VERSION, MAX_FILE_BYTES, PARALLEL_MIN_BYTES, TreeParams
+from markindex_core.config import (
+    BATCH_DOCS,
+    FORMAT_VERSION,
+    MAX_FILE_BYTES,
+    PARALLEL_MIN_BYTES,
+    TreeParams,
+)
 from markindex_core.document import build_document, content_hash
 from markindex_core.lock import WriterLock
 from markindex_core.model import ParsedDocument, SkippedFile
@@ -78,7 +84,10 @@ def _load(job: _Job) -> ParsedDocument | SkippedFile | _Vanished:
         with open(path, "rb") as fh:
             st = os.fstat(fh.fileno())
             if st.st_size > MAX_FILE_BYTES:
-                return SkippedFile(job.rel, f"file too large ({st.st_size / 1e6:.1f} MB > {MAX_FILE_BYTES / 1e6:.0f} MB)")
+                return SkippedFile(
+                    job.rel,
+                    f"file too large ({st.st_size / 1e6:.1f} MB > {MAX_FILE_BYTES / 1e6:.0f} MB)",
+                )
             data = fh.read()
     except FileNotFoundError:
         return _Vanished(job.rel, "vanished while indexing")
@@ -115,7 +124,9 @@ class Indexer:
     def reload_rules(self) -> None:
         self.rules = IgnoreRules(self.root, self.ignore)
 
-    def run(self, progress: Progress | None = None, paths: Iterable[str] | None = None) -> IndexReport:
+    def run(
+        self, progress: Progress | None = None, paths: Iterable[str] | None = None
+    ) -> IndexReport:
         """Reconcile the whole library, or only `paths` (files or folders, library-relative)."""
         t0 = time.perf_counter()
         report = IndexReport()
@@ -156,10 +167,12 @@ class Indexer:
             todo.append(rel)
         self._build(todo, files, states, report, progress)
         report.seconds = time.perf_counter() - t0
-        self.store.set_meta({
-            "last_index_at": f"{time.time():.3f}",
-            "last_index_seconds": f"{report.seconds:.3f}",
-        })
+        self.store.set_meta(
+            {
+                "last_index_at": f"{time.time():.3f}",
+                "last_index_seconds": f"{report.seconds:.3f}",
+            }
+        )
         return report
 
     def _same_content(self, rel: str, old: DocState) -> bool:
@@ -224,7 +237,6 @@ class Indexer:
         jobs = [_Job(str(self.root), rel, self.params) for rel in todo]
         batch: list[ParsedDocument] = []
         batch_bytes = 0
-        done = 0
         limit = BATCH_DOCS if len(todo) > BATCH_DOCS else 1
 
         def flush() -> None:
@@ -233,8 +245,7 @@ class Indexer:
                 self.store.write_documents(batch)
                 batch, batch_bytes = [], 0
 
-        for result in self._results(jobs, total_bytes):
-            done += 1
+        for done, result in enumerate(self._results(jobs, total_bytes), start=1):
             if isinstance(result, _Vanished):
                 if result.rel in states:
                     self.store.delete_documents([result.rel])
@@ -259,13 +270,18 @@ class Indexer:
             self.store.optimize()
         self.store.checkpoint()
 
-    def _results(self, jobs: list[_Job], total_bytes: int) -> Iterator[ParsedDocument | SkippedFile | _Vanished]:
+    def _results(
+        self, jobs: list[_Job], total_bytes: int
+    ) -> Iterator[ParsedDocument | SkippedFile | _Vanished]:
         if self.workers <= 1 or total_bytes < PARALLEL_MIN_BYTES or len(jobs) < 4:
             for job in jobs:
                 yield _load(job)
             return
         # Largest first, so one big file does not finish last on its own.
-        sizes = {j.rel: (self.root / j.rel).stat().st_size if (self.root / j.rel).exists() else 0 for j in jobs}
+        sizes = {
+            j.rel: (self.root / j.rel).stat().st_size if (self.root / j.rel).exists() else 0
+            for j in jobs
+        }
         jobs = sorted(jobs, key=lambda j: -sizes[j.rel])
         ctx = multiprocessing.get_context("fork")
         with ctx.Pool(self.workers) as pool:
@@ -286,7 +302,11 @@ class _Subrules(IgnoreRules):
 def _why(old: str, new: str) -> str:
     a = dict(p.split("=", 1) for p in old.split(";") if "=" in p)
     b = dict(p.split("=", 1) for p in new.split(";") if "=" in p)
-    diffs = [f"{k} {a.get(k, '?')} -> {b.get(k, '?')}" for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
+    diffs = [
+        f"{k} {a.get(k, '?')} -> {b.get(k, '?')}"
+        for k in sorted(set(a) | set(b))
+        if a.get(k) != b.get(k)
+    ]
     return ", ".join(diffs) or "index format changed"
 
 

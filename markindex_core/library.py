@@ -7,10 +7,11 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from markindex_core.config import DB_FILE_NAME, INDEX_DIR_NAME
+from markindex_core.config import DB_FILE_NAME, INDEX_DIR_NAME, SEARCH_DEFAULT_LIMIT
 from markindex_core.errors import LibraryNotFound, ReadOnlyLibrary
 from markindex_core.indexer import Indexer, IndexReport, Progress, open_for_writing
 from markindex_core.lock import WriterLock
+from markindex_core.search import Searcher, SearchResult
 from markindex_core.store import Store
 
 
@@ -24,7 +25,9 @@ class Library:
     def __init__(self, root: str | Path, db: str | Path | None = None) -> None:
         root = Path(root).expanduser()
         if not root.is_dir():
-            raise LibraryNotFound(f"library folder not found: {root}", "pass an existing folder of Markdown files")
+            raise LibraryNotFound(
+                f"library folder not found: {root}", "pass an existing folder of Markdown files"
+            )
         self.root = root.resolve()
         self.db_path = Path(db).expanduser().resolve() if db else default_db_path(self.root)
         self._local = threading.local()
@@ -57,7 +60,9 @@ class Library:
         self.ensure_db_dir()
         store, lock = open_for_writing(self.db_path)
         try:
-            return Indexer(self.root, store, ignore=ignore, setext=setext, workers=workers).run(progress)
+            return Indexer(self.root, store, ignore=ignore, setext=setext, workers=workers).run(
+                progress
+            )
         finally:
             store.close()
             lock.release()
@@ -85,8 +90,28 @@ class Library:
         doc = self.store.document(path)
         return self.store.nodes(doc["id"]) if doc else []
 
+    def searcher(self) -> Searcher:
+        """A searcher on this thread's read connection."""
+        searcher: Searcher | None = getattr(self._local, "searcher", None)
+        if searcher is None or searcher.store is not self.store:
+            searcher = Searcher(self.store)
+            self._local.searcher = searcher
+        return searcher
+
+    def search(
+        self,
+        query: str,
+        *,
+        folder: str | None = None,
+        doc_path: str | None = None,
+        limit: int = SEARCH_DEFAULT_LIMIT,
+    ) -> SearchResult:
+        """Keyword search (see `search.py`); scope by folder or document before ranking."""
+        return self.searcher().search(query, folder=folder, doc_path=doc_path, limit=limit)
+
     def close(self) -> None:
         store: Store | None = getattr(self._local, "store", None)
         if store is not None:
             store.close()
             self._local.store = None
+            self._local.searcher = None

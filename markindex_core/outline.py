@@ -5,7 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 
-def nest(nodes: list[dict[str, Any]], *, depth: int | None = None, root_id: str | None = None) -> list[dict[str, Any]]:
+def nest(
+    nodes: list[dict[str, Any]], *, depth: int | None = None, root_id: str | None = None
+) -> list[dict[str, Any]]:
     """Nested outline; each entry spans its whole subtree (`start_line`..`end_line`).
 
     `depth` counts levels below the starting point (1 = only the top entries); `root_id` starts

@@ -67,9 +67,9 @@ def parse_markdown(text: str, doc_path: str, *, setext: bool = True) -> ParsedMa
     for i, tok in enumerate(tokens):
         if tok.map is None:
             continue
-        if tok.level == 0 and tok.nesting >= 0:
-            block_starts.append(tok.map[0])
-        elif tok.type == "list_item_open" and tok.level == 1:
+        if (tok.level == 0 and tok.nesting >= 0) or (
+            tok.type == "list_item_open" and tok.level == 1
+        ):
             block_starts.append(tok.map[0])
         if tok.type == "front_matter":
             fm_end = tok.map[1]
@@ -110,7 +110,7 @@ def _load_front_matter(raw: str) -> tuple[dict[str, Any] | None, str]:
 
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
-        data = yaml.load(raw, Loader=loader)  # noqa: S506 - a safe loader
+        data = yaml.load(raw, Loader=loader)
     except yaml.YAMLError as exc:
         return None, f"invalid YAML ({str(exc).splitlines()[0]})"
     if data is None:
@@ -138,7 +138,9 @@ def _resolve(href: str, doc_dir: str, line: int) -> Link | None:
     path = unquote(path.split("?", 1)[0])
     if not path.lower().endswith(MARKDOWN_SUFFIXES):
         return None
-    target = posixpath.normpath(path.lstrip("/") if path.startswith("/") else posixpath.join(doc_dir, path))
+    target = posixpath.normpath(
+        path.lstrip("/") if path.startswith("/") else posixpath.join(doc_dir, path)
+    )
     if target.startswith("../") or target == "..":
         target = "../" + target.lstrip("./")  # outside the library: kept, will show as broken
     return Link(line, target, anchor)

@@ -32,13 +32,19 @@ def normalize_ignore_pattern(pattern: str) -> str:
     """Validate one --ignore pattern (gitignore syntax, relative to the library root)."""
     p = pattern.strip()
     if not p:
-        raise InvalidArgument("empty --ignore pattern", "pass a gitignore-style pattern, e.g. 'drafts/'")
+        raise InvalidArgument(
+            "empty --ignore pattern", "pass a gitignore-style pattern, e.g. 'drafts/'"
+        )
     while p.startswith("./"):
         p = p[2:]
     if p.startswith(("~", "\\")) or (len(p) > 1 and p[1] == ":") or p.startswith("//"):
-        raise InvalidArgument(f"--ignore {pattern!r} is an absolute path", "use a path relative to the library root")
+        raise InvalidArgument(
+            f"--ignore {pattern!r} is an absolute path", "use a path relative to the library root"
+        )
     if ".." in PurePosixPath(p.lstrip("!/")).parts:
-        raise InvalidArgument(f"--ignore {pattern!r} leaves the library", "patterns may not contain '..'")
+        raise InvalidArgument(
+            f"--ignore {pattern!r} leaves the library", "patterns may not contain '..'"
+        )
     return p
 
 

@@ -149,7 +149,10 @@ class Searcher:
         if not hits:
             hits, extra = self._substring(query, scope_sql, scope_args, limit)
             if hits:
-                mode, notice = "substring", f"no whole-word match; matched word fragments: {', '.join(extra)}"
+                mode, notice = (
+                    "substring",
+                    f"no whole-word match; matched word fragments: {', '.join(extra)}",
+                )
                 terms = terms + extra
             else:
                 mode, notice = "none", "nothing matched; try other words or a wider scope"
@@ -163,7 +166,9 @@ class Searcher:
             return " AND d.path >= ? AND d.path < ?", [f + "/", f + "0"]
         return "", []
 
-    def _rank(self, match: str, scope_sql: str, scope_args: list[Any], limit: int, terms: list[str]) -> list[Hit]:
+    def _rank(
+        self, match: str, scope_sql: str, scope_args: list[Any], limit: int, terms: list[str]
+    ) -> list[Hit]:
         c = self.conn
         weights = f"{WEIGHT_TITLE}, {WEIGHT_KEY_ITEMS}, {WEIGHT_SUMMARY}, {WEIGHT_BODY}"
         node_scores: dict[int, float] = {}
@@ -190,7 +195,9 @@ class Searcher:
         top_pass = max((p[3] for p in passages), default=1.0) or 1.0
         best: dict[int, tuple[float, int, int]] = {}
         for node_rowid, start, end, pscore in passages:
-            score = (1 - NODE_SHARE) * pscore / top_pass + NODE_SHARE * node_scores.get(node_rowid, 0.0) / top_node
+            score = (1 - NODE_SHARE) * pscore / top_pass + NODE_SHARE * node_scores.get(
+                node_rowid, 0.0
+            ) / top_node
             if node_rowid not in best or score > best[node_rowid][0]:
                 best[node_rowid] = (score, start, end)
         for node_rowid, nscore in node_scores.items():
@@ -203,13 +210,13 @@ class Searcher:
         store = self.store
         node = store.node_by_rowid(node_rowid)
         assert node is not None
-        doc_row = self.conn.execute("SELECT path FROM documents WHERE id=?", (node["doc_id"],)).fetchone()
+        doc_path = store.scalar("SELECT path FROM documents WHERE id=?", (node["doc_id"],))
         nodes = {n["node_id"]: n for n in self._doc_nodes(node["doc_id"])}
         if not start:
             start, end = self._first_passage(node)
         lines = store.read_lines(node["doc_id"], start, end)
         return Hit(
-            doc_path=str(doc_row[0]),
+            doc_path=str(doc_path),
             node_id=node["node_id"],
             title_path=title_path(nodes, node["node_id"]),
             kind=node["kind"],
@@ -238,7 +245,9 @@ class Searcher:
             return int(row[0]), int(row[1])
         return node["start_line"], node["end_line"]
 
-    def _substring(self, query: str, scope_sql: str, scope_args: list[Any], limit: int) -> tuple[list[Hit], list[str]]:
+    def _substring(
+        self, query: str, scope_sql: str, scope_args: list[Any], limit: int
+    ) -> tuple[list[Hit], list[str]]:
         """Fragments (partial identifiers, odd CJK cuts): match them inside indexed words."""
         frags = [f for f in re.split(r"\s+", segment.normalize(query)) if len(f) >= 3][:4]
         if not frags:

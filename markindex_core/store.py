@@ -7,9 +7,8 @@ connections and see consistent snapshots while the writer works.
 from __future__ import annotations
 
 import json
-import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -141,10 +140,13 @@ def _migrate(conn: apsw.Connection) -> None:
     with conn:
         if version not in (0, SCHEMA_VERSION):
             # Older layouts are rebuilt from the files: drop everything we own.
-            names = [r[0] for r in conn.execute(
-                "SELECT name FROM sqlite_schema WHERE type IN ('table','view') "
-                "AND name NOT LIKE 'sqlite_%' AND name NOT LIKE '%fts_%'"
-            )]
+            names = [
+                r[0]
+                for r in conn.execute(
+                    "SELECT name FROM sqlite_schema WHERE type IN ('table','view') "
+                    "AND name NOT LIKE 'sqlite_%' AND name NOT LIKE '%fts_%'"
+                )
+            ]
             for name in names:
                 conn.execute(f'DROP TABLE IF EXISTS "{name}"')
         conn.execute(_SCHEMA)
@@ -234,9 +236,12 @@ class Store:
         if row is None:
             return
         doc_id = row[0]
-        c.execute("DELETE FROM node_fts WHERE rowid IN (SELECT id FROM nodes WHERE doc_id=?)", (doc_id,))
         c.execute(
-            "DELETE FROM passage_fts WHERE rowid IN (SELECT id FROM passages WHERE doc_id=?)", (doc_id,)
+            "DELETE FROM node_fts WHERE rowid IN (SELECT id FROM nodes WHERE doc_id=?)", (doc_id,)
+        )
+        c.execute(
+            "DELETE FROM passage_fts WHERE rowid IN (SELECT id FROM passages WHERE doc_id=?)",
+            (doc_id,),
         )
         for table in ("nodes", "passages", "line_blocks", "links"):
             c.execute(f"DELETE FROM {table} WHERE doc_id=?", (doc_id,))
@@ -251,10 +256,21 @@ class Store:
             " mtime_ns, tokens, line_count, encoding, warnings, indexed_at)"
             " VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (
-                doc.path, folder, doc.title, doc.description,
-                json.dumps(doc.front_matter, ensure_ascii=False) if doc.front_matter is not None else None,
-                doc.content_hash, doc.size, doc.mtime_ns, doc.tokens, len(doc.lines), doc.encoding,
-                json.dumps(doc.warnings, ensure_ascii=False), time.time(),
+                doc.path,
+                folder,
+                doc.title,
+                doc.description,
+                json.dumps(doc.front_matter, ensure_ascii=False)
+                if doc.front_matter is not None
+                else None,
+                doc.content_hash,
+                doc.size,
+                doc.mtime_ns,
+                doc.tokens,
+                len(doc.lines),
+                doc.encoding,
+                json.dumps(doc.warnings, ensure_ascii=False),
+                time.time(),
             ),
         )
         doc_id = c.last_insert_rowid()
@@ -267,9 +283,21 @@ class Store:
                 " key_items, start_line, end_line, subtree_end, tokens, subtree_tokens, content_hash)"
                 " VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (
-                    doc_id, ordinal, s.node_id, s.parent_id, s.depth, s.kind, s.level, s.title,
-                    json.dumps(s.key_items, ensure_ascii=False), s.start_line, s.end_line,
-                    s.subtree_end, s.tokens, s.subtree_tokens, s.content_hash,
+                    doc_id,
+                    ordinal,
+                    s.node_id,
+                    s.parent_id,
+                    s.depth,
+                    s.kind,
+                    s.level,
+                    s.title,
+                    json.dumps(s.key_items, ensure_ascii=False),
+                    s.start_line,
+                    s.end_line,
+                    s.subtree_end,
+                    s.tokens,
+                    s.subtree_tokens,
+                    s.content_hash,
                 ),
             )
             rowid = c.last_insert_rowid()
@@ -284,7 +312,8 @@ class Store:
                 (node_rowids[p.node_index], doc_id, p.start_line, p.end_line),
             )
             c.execute(
-                "INSERT INTO passage_fts(rowid, body) VALUES(?, ?)", (c.last_insert_rowid(), p.terms)
+                "INSERT INTO passage_fts(rowid, body) VALUES(?, ?)",
+                (c.last_insert_rowid(), p.terms),
             )
         lines = doc.lines
         c.executemany(
@@ -316,8 +345,21 @@ class Store:
         ).fetchone()
         if row is None:
             return None
-        keys = ("id", "path", "title", "description", "front_matter", "hash", "size", "mtime_ns",
-                "tokens", "line_count", "encoding", "warnings", "indexed_at")
+        keys = (
+            "id",
+            "path",
+            "title",
+            "description",
+            "front_matter",
+            "hash",
+            "size",
+            "mtime_ns",
+            "tokens",
+            "line_count",
+            "encoding",
+            "warnings",
+            "indexed_at",
+        )
         d = dict(zip(keys, row, strict=True))
         d["front_matter"] = json.loads(d["front_matter"]) if d["front_matter"] else None
         d["warnings"] = json.loads(d["warnings"])
@@ -328,13 +370,17 @@ class Store:
 
     def count_documents(self, folder_prefix: str = "") -> int:
         if not folder_prefix:
-            return int(self.conn.execute("SELECT count(*) FROM documents").fetchone()[0])
-        return int(self.conn.execute(
-            "SELECT count(*) FROM documents WHERE path >= ? AND path < ?",
-            (folder_prefix + "/", folder_prefix + "0"),
-        ).fetchone()[0])
+            return int(self.scalar("SELECT count(*) FROM documents"))
+        return int(
+            self.scalar(
+                "SELECT count(*) FROM documents WHERE path >= ? AND path < ?",
+                (folder_prefix + "/", folder_prefix + "0"),
+            )
+        )
 
-    def folder_entries(self, folder: str) -> tuple[list[tuple[str, int, int]], list[dict[str, Any]]]:
+    def folder_entries(
+        self, folder: str
+    ) -> tuple[list[tuple[str, int, int]], list[dict[str, Any]]]:
         """Direct sub-folders (name, documents, tokens) and documents of `folder` ('' = root)."""
         if folder:
             lo, hi = folder + "/", folder + "0"  # '0' sorts right after '/'
@@ -350,7 +396,7 @@ class Store:
             f = str(f)
             if f == folder:
                 continue
-            rest = f[len(lo):] if folder else f
+            rest = f[len(lo) :] if folder else f
             name = rest.split("/", 1)[0]
             agg = subs.setdefault(name, [0, 0])
             agg[0] += int(n)
@@ -368,10 +414,15 @@ class Store:
         return [str(r[0]) for r in self.conn.execute("SELECT DISTINCT folder FROM documents")]
 
     def nodes(self, doc_id: int) -> list[dict[str, Any]]:
-        return [_node_row(r) for r in self.conn.execute(_NODE_SELECT + " WHERE doc_id=? ORDER BY ordinal", (doc_id,))]
+        return [
+            _node_row(r)
+            for r in self.conn.execute(_NODE_SELECT + " WHERE doc_id=? ORDER BY ordinal", (doc_id,))
+        ]
 
     def node(self, doc_id: int, node_id: str) -> dict[str, Any] | None:
-        row = self.conn.execute(_NODE_SELECT + " WHERE doc_id=? AND node_id=?", (doc_id, node_id)).fetchone()
+        row = self.conn.execute(
+            _NODE_SELECT + " WHERE doc_id=? AND node_id=?", (doc_id, node_id)
+        ).fetchone()
         return _node_row(row) if row else None
 
     def node_by_rowid(self, rowid: int) -> dict[str, Any] | None:
@@ -428,22 +479,25 @@ class Store:
         ]
 
     def stats(self) -> dict[str, int]:
-        c = self.conn
         return {
-            "documents": int(c.execute("SELECT count(*) FROM documents").fetchone()[0]),
-            "nodes": int(c.execute("SELECT count(*) FROM nodes").fetchone()[0]),
-            "passages": int(c.execute("SELECT count(*) FROM passages").fetchone()[0]),
-            "links": int(c.execute("SELECT count(*) FROM links").fetchone()[0]),
-            "skipped": int(c.execute("SELECT count(*) FROM skipped").fetchone()[0]),
-            "tokens": int(c.execute("SELECT coalesce(sum(tokens),0) FROM documents").fetchone()[0]),
+            "documents": int(self.scalar("SELECT count(*) FROM documents")),
+            "nodes": int(self.scalar("SELECT count(*) FROM nodes")),
+            "passages": int(self.scalar("SELECT count(*) FROM passages")),
+            "links": int(self.scalar("SELECT count(*) FROM links")),
+            "skipped": int(self.scalar("SELECT count(*) FROM skipped")),
+            "tokens": int(self.scalar("SELECT coalesce(sum(tokens),0) FROM documents")),
         }
 
     def skipped(self) -> list[tuple[str, str]]:
-        return [(str(p), str(r)) for p, r in self.conn.execute("SELECT path, reason FROM skipped ORDER BY path")]
+        return [
+            (str(p), str(r))
+            for p, r in self.conn.execute("SELECT path, reason FROM skipped ORDER BY path")
+        ]
 
-    def snapshot(self) -> Iterator[None]:
-        """Context for several reads that must see one consistent state."""
-        return _read_txn(self.conn)
+    def scalar(self, sql: str, args: Sequence[Any] = ()) -> Any:
+        """First column of the first row (None when there is no row)."""
+        row = self.conn.execute(sql, args).fetchone()
+        return None if row is None else row[0]
 
 
 _NODE_SELECT = (
@@ -454,22 +508,20 @@ _NODE_SELECT = (
 
 def _node_row(r: Sequence[Any]) -> dict[str, Any]:
     return {
-        "rowid": r[0], "doc_id": r[1], "ordinal": r[2], "node_id": r[3], "parent_id": r[4],
-        "depth": r[5], "kind": r[6], "level": r[7], "title": r[8], "key_items": json.loads(r[9]),
-        "start_line": r[10], "end_line": r[11], "subtree_end": r[12], "tokens": r[13],
-        "subtree_tokens": r[14], "summary": r[15],
+        "rowid": r[0],
+        "doc_id": r[1],
+        "ordinal": r[2],
+        "node_id": r[3],
+        "parent_id": r[4],
+        "depth": r[5],
+        "kind": r[6],
+        "level": r[7],
+        "title": r[8],
+        "key_items": json.loads(r[9]),
+        "start_line": r[10],
+        "end_line": r[11],
+        "subtree_end": r[12],
+        "tokens": r[13],
+        "subtree_tokens": r[14],
+        "summary": r[15],
     }
-
-
-class _read_txn:  # noqa: N801 - used like a function
-    def __init__(self, conn: apsw.Connection) -> None:
-        self.conn = conn
-
-    def __enter__(self) -> None:
-        self.conn.execute("BEGIN")
-
-    def __exit__(self, *exc: object) -> None:
-        self.conn.execute("COMMIT")
-
-
-_local = threading.local()

@@ -25,5 +25,9 @@ def similar_paths(candidates: list[str], wanted: str, n: int = 5) -> list[str]:
 
 def unknown_document(store: Store, path: str) -> LibraryNotFound:
     hits = similar_paths(store.document_paths(), path)
-    hint = ("did you mean: " + ", ".join(hits)) if hits else "list documents with `browse_documents` / `markindex tree`"
+    hint = (
+        ("did you mean: " + ", ".join(hits))
+        if hits
+        else "list documents with `browse_documents` / `markindex tree`"
+    )
     return LibraryNotFound(f"no document {path!r} in this library", hint)

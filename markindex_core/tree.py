@@ -6,6 +6,7 @@ its root when reading it whole costs no more than routing through it (see SPEC Â
 
 from __future__ import annotations
 
+import itertools
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 
@@ -72,7 +73,9 @@ def build_sections(
     if root.children:
         top: list[_Raw] = []
         if root.own_end > root.start:
-            top.append(_Raw("preface", "", 0, root.start, root.own_end, fm_end, [], [], root.own_tokens))
+            top.append(
+                _Raw("preface", "", 0, root.start, root.own_end, fm_end, [], [], root.own_tokens)
+            )
         top.extend(root.children)
     else:
         top = [root]
@@ -112,14 +115,16 @@ def _collect_titles(nodes: list[_Raw], out: list[str]) -> None:
         _collect_titles(c.children, out)
 
 
-def _split_large(v: _Raw, block_starts: list[int], limit: int, text: object, count: TokenCounter) -> None:
+def _split_large(
+    v: _Raw, block_starts: list[int], limit: int, text: object, count: TokenCounter
+) -> None:
     for c in v.children:
         _split_large(c, block_starts, limit, text, count)
     if v.own_tokens <= limit:
         return
     assert callable(text)
     cuts = _block_cuts(v.body_start, v.own_end, block_starts)
-    pieces = [(a, b, count(text(a, b))) for a, b in zip(cuts, cuts[1:], strict=False)]
+    pieces = [(a, b, count(text(a, b))) for a, b in itertools.pairwise(cuts)]
     groups: list[tuple[int, int, int]] = []
     cur_a, cur_b, cur_t = v.start, v.body_start, count(text(v.start, v.body_start))
     for a, b, t in pieces:
@@ -151,7 +156,9 @@ def _block_cuts(a: int, b: int, block_starts: list[int]) -> list[int]:
     return [a, *block_starts[lo:hi], b]
 
 
-def _split_lines(a: int, b: int, limit: int, text: object, count: TokenCounter) -> list[tuple[int, int, int]]:
+def _split_lines(
+    a: int, b: int, limit: int, text: object, count: TokenCounter
+) -> list[tuple[int, int, int]]:
     assert callable(text)
     out: list[tuple[int, int, int]] = []
     start, acc = a, 0
@@ -165,7 +172,14 @@ def _split_lines(a: int, b: int, limit: int, text: object, count: TokenCounter) 
     return out
 
 
-def _emit(nodes: list[_Raw], parent: Section | None, parent_key: str, depth: int, out: list[Section], text: object) -> None:
+def _emit(
+    nodes: list[_Raw],
+    parent: Section | None,
+    parent_key: str,
+    depth: int,
+    out: list[Section],
+    text: object,
+) -> None:
     assert callable(text)
     seen: dict[tuple[str, str], int] = {}
     for v in nodes:
@@ -196,6 +210,4 @@ def _emit(nodes: list[_Raw], parent: Section | None, parent_key: str, depth: int
         out.append(sec)
         first_child = len(out)
         _emit(v.children, sec, key, depth + 1, out, text)
-        sec.subtree_tokens = v.own_tokens + sum(
-            s.tokens for s in out[first_child:]
-        )
+        sec.subtree_tokens = v.own_tokens + sum(s.tokens for s in out[first_child:])

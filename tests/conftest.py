@@ -1,0 +1,44 @@
+"""Shared fixtures: the sample library shipped in examples/, and the evaluation corpus when present."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from markindex_core.library import Library
+
+REPO = Path(__file__).resolve().parent.parent
+SAMPLE = REPO / "examples" / "library"
+CORPUS = REPO.parent / "shared" / "corpus"
+EVAL_DIR = REPO.parent / "shared" / "eval"
+
+needs_corpus = pytest.mark.skipif(not CORPUS.is_dir(), reason="evaluation corpus not present")
+
+
+@pytest.fixture
+def sample_library(tmp_path: Path) -> Path:
+    """A writable copy of the sample library (without any index the repo copy may have)."""
+    dest = tmp_path / "library"
+    shutil.copytree(SAMPLE, dest, ignore=shutil.ignore_patterns(".markindex"))
+    return dest
+
+
+@pytest.fixture
+def indexed_sample(sample_library: Path) -> Library:
+    lib = Library(sample_library)
+    lib.index()
+    yield lib
+    lib.close()
+
+
+@pytest.fixture(scope="session")
+def corpus_library(tmp_path_factory: pytest.TempPathFactory) -> Library:
+    """The evaluation corpus, indexed once per test session into a temporary --db."""
+    if not CORPUS.is_dir():
+        pytest.skip("evaluation corpus not present")
+    db = tmp_path_factory.mktemp("corpus-index") / "index.db"
+    lib = Library(CORPUS, db)
+    lib.index()
+    return lib
