@@ -20,6 +20,7 @@ def register(sub: Any, common: Callable[..., None], indexing: Callable[..., None
     p.add_argument("--doc", help="only this document (path relative to ROOT)")
     p.add_argument("--limit", type=int, default=10, help="number of results (1-50, default 10)")
     p.set_defaults(func=cmd_search)
+    register_eval(sub, common)
 
 
 def cmd_search(args: argparse.Namespace) -> int:
@@ -54,3 +55,45 @@ def cmd_search(args: argparse.Namespace) -> int:
     console.print(table)
     console.print(f"[dim]{len(result.hits)} results, {result.mode}, {result.elapsed_ms:.1f} ms[/]")
     return 0 if result.hits else 1
+
+
+def register_eval(sub: Any, common: Callable[..., None]) -> None:
+    p = sub.add_parser("eval", help="measure retrieval quality on questions with gold line ranges",
+                       description="Run every question of one or more JSONL files through search and report "
+                       "hit@1, hit@5, MRR, evidence lines and precision, per language and overall.")
+    common(p)
+    p.add_argument("--questions", action="append", required=True, metavar="FILE",
+                   help="JSONL question file (repeatable)")
+    p.add_argument("--max-evidence-lines", type=int, default=None, metavar="N",
+                   help="count a hit only when its cited passage is at most N lines")
+    p.add_argument("--out", metavar="FILE", help="write the full report (every question) as JSON")
+    p.set_defaults(func=cmd_eval)
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    import json
+    from pathlib import Path
+
+    from markindex_core.cli import emit_json
+    from markindex_core.evaluate import evaluate, load_questions
+    from markindex_core.library import Library
+
+    lib = Library(args.root, args.db)
+    questions = load_questions(Path(q) for q in args.questions)
+    report = evaluate(lib, questions, max_evidence_lines=args.max_evidence_lines)
+    if args.out:
+        Path(args.out).write_text(json.dumps(report, ensure_ascii=False, indent=2), encoding="utf-8")
+    if args.json:
+        emit_json(report["metrics"])
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"retrieval quality (k={report['k']}, max evidence {args.max_evidence_lines or '∞'} lines)")
+    for col in ("set", "questions", "hit@1", "hit@5", "MRR", "evidence (median lines)", "precision@1", "p50 ms"):
+        table.add_column(col, justify="right" if col != "set" else "left")
+    for name, m in report["metrics"].items():
+        table.add_row(name, str(m["questions"]), f"{m['hit@1']:.1%}", f"{m['hit@5']:.1%}", f"{m['mrr']:.3f}",
+                      f"{m['median_evidence_lines']:g}", f"{m['precision@1']:.2f}", f"{m['p50_ms']:.1f}")
+    Console().print(table)
+    return 0

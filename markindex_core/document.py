@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import itertools
 import posixpath
-from bisect import bisect_left, bisect_right
 
 import xxhash
 
@@ -13,11 +11,9 @@ from markindex_core.config import TreeParams
 from markindex_core.decode import Undecodable, decode, split_lines
 from markindex_core.model import ParsedDocument, Passage, Section, SkippedFile
 from markindex_core.parse import ParsedMarkdown, parse_markdown
-from markindex_core.tokens import estimate_tokens
+from markindex_core.passages import cut_passages
 from markindex_core.tree import build_sections
 
-PASSAGE_MIN_TOKENS = 12  # shorter blocks (a bold label, a one-line lead-in) join the next block
-PASSAGE_MAX_TOKENS = 320  # longer blocks (big tables, code, long lists) are cut by lines
 DESCRIPTION_CHARS = 240
 
 
@@ -39,7 +35,7 @@ def build_document(
     fm = parsed.front_matter
     title = _title(fm, parsed, rel_path)
     sections = build_sections(lines, parsed, title, params)
-    passages = _passages(sections, lines, parsed)
+    passages = cut_passages(sections, lines, parsed.block_starts, parsed.front_matter_end)
     section_terms = [
         _section_terms(s, passages_of) for s, passages_of in _group(sections, passages)
     ]
@@ -98,55 +94,6 @@ def _description(fm: dict[str, object] | None, lines: list[str], parsed: ParsedM
         if i > first_heading + 200:
             break
     return ""
-
-
-def _passages(sections: list[Section], lines: list[str], parsed: ParsedMarkdown) -> list[Passage]:
-    """Cut each node's own body into block-aligned passages (1-based inclusive ranges)."""
-    out: list[Passage] = []
-    starts = parsed.block_starts
-    fm_end = parsed.front_matter_end
-    for idx, sec in enumerate(sections):
-        a = max(sec.body_start - 1, fm_end if sec.start_line == 1 else 0)
-        b = sec.end_line  # exclusive, 0-based
-        if a >= b:
-            continue
-        lo, hi = bisect_right(starts, a), bisect_left(starts, b)
-        cuts = [a, *starts[lo:hi], b]
-        pending: tuple[int, int] | None = None
-        for x, y in itertools.pairwise(cuts):
-            while x < y and not lines[x].strip():
-                x += 1
-            while y > x and not lines[y - 1].strip():
-                y -= 1
-            if x >= y:
-                continue
-            if pending is not None:
-                x = pending[0]
-                pending = None
-            text = "\n".join(lines[x:y])
-            tokens = estimate_tokens(text)
-            if tokens < PASSAGE_MIN_TOKENS:
-                pending = (x, y)
-                continue
-            out.extend(_cut_long(idx, lines, x, y, tokens))
-        if pending is not None:
-            out.extend(_cut_long(idx, lines, pending[0], pending[1], 0))
-    return out
-
-
-def _cut_long(idx: int, lines: list[str], a: int, b: int, tokens: int) -> list[Passage]:
-    if tokens <= PASSAGE_MAX_TOKENS or b - a == 1:
-        return [Passage(idx, a + 1, b, segment.terms_text("\n".join(lines[a:b])))]
-    out: list[Passage] = []
-    start, acc = a, 0
-    for i in range(a, b):
-        t = estimate_tokens(lines[i]) + 1
-        if acc and acc + t > PASSAGE_MAX_TOKENS:
-            out.append(Passage(idx, start + 1, i, segment.terms_text("\n".join(lines[start:i]))))
-            start, acc = i, 0
-        acc += t
-    out.append(Passage(idx, start + 1, b, segment.terms_text("\n".join(lines[start:b]))))
-    return out
 
 
 def _group(sections: list[Section], passages: list[Passage]) -> list[tuple[Section, list[Passage]]]:

@@ -18,20 +18,23 @@ from markindex_core.config import (
     SEARCH_DEFAULT_LIMIT,
     SEARCH_MAX_LIMIT,
     WEIGHT_BODY,
+    WEIGHT_CONTEXT,
     WEIGHT_KEY_ITEMS,
     WEIGHT_SUMMARY,
     WEIGHT_TITLE,
 )
-from markindex_core.outline import title_path
 from markindex_core.stopwords import is_stopword
 from markindex_core.store import Store
 
-NODE_CANDIDATES = 200
-PASSAGE_CANDIDATES = 300
+NODE_CANDIDATES = 500
+PASSAGE_CANDIDATES = 2000  # FTS5 scores every match before sorting: a bigger LIMIT is nearly free
 STRICT_ENOUGH = 3  # fewer strict hits than this triggers the relaxed pass
 MAX_QUERY_GROUPS = 32
 SNIPPET_CHARS = 200
-NODE_SHARE = 0.5  # weight of the node's own BM25 next to its passage's BM25
+NODE_SHARE = 0.3  # weight of the node's own BM25 (title 10, keyItems 5, …) next to the passage's
+PASSAGES_PER_NODE = 3  # a long section may answer with up to this many separate passages
+EXPAND_RATIO = 0.7  # a neighbouring passage scoring this close joins the evidence …
+EXPAND_MAX_LINES = 10  # … while the evidence stays this short
 
 
 @dataclass(frozen=True)
@@ -98,15 +101,19 @@ def _group_expr(group: list[str]) -> str:
 
 def query_groups(query: str) -> list[list[str]]:
     """Word groups of a query, stopwords removed (unless nothing else is left)."""
-    groups = segment.word_groups(query[:4096])
+    text = query[:4096]
+    groups = segment.word_groups(text, stop=_is_noise) or segment.word_groups(text)
     seen: set[str] = set()
     uniq = []
     for g in groups:
         if g[0] not in seen:
             seen.add(g[0])
             uniq.append(g)
-    content = [g for g in uniq if not is_stopword(g[0]) and not (len(g[0]) == 1 and g[0].isascii())]
-    return (content or uniq)[:MAX_QUERY_GROUPS]
+    return uniq[:MAX_QUERY_GROUPS]
+
+
+def _is_noise(word: str) -> bool:
+    return is_stopword(word) or (len(word) == 1 and word.isascii())
 
 
 class Searcher:
@@ -171,54 +178,77 @@ class Searcher:
     ) -> list[Hit]:
         c = self.conn
         weights = f"{WEIGHT_TITLE}, {WEIGHT_KEY_ITEMS}, {WEIGHT_SUMMARY}, {WEIGHT_BODY}"
-        node_scores: dict[int, float] = {}
-        node_doc: dict[int, str] = {}
-        for rowid, score, path in c.execute(
-            f"SELECT n.id, -bm25(node_fts, {weights}), d.path FROM node_fts"
-            " JOIN nodes n ON n.id = node_fts.rowid JOIN documents d ON d.id = n.doc_id"
-            f" WHERE node_fts MATCH ?{scope_sql} ORDER BY 2 DESC LIMIT ?",
-            (match, *scope_args, NODE_CANDIDATES),
-        ):
-            node_scores[int(rowid)] = float(score)
-            node_doc[int(rowid)] = str(path)
-        passages: list[tuple[int, int, int, float]] = []
-        for _pid, node_rowid, start, end, score in c.execute(
-            "SELECT p.id, p.node_rowid, p.start_line, p.end_line, -bm25(passage_fts) FROM passage_fts"
-            " JOIN passages p ON p.id = passage_fts.rowid JOIN documents d ON d.id = p.doc_id"
-            f" WHERE passage_fts MATCH ?{scope_sql} ORDER BY 5 DESC LIMIT ?",
-            (match, *scope_args, PASSAGE_CANDIDATES),
-        ):
-            passages.append((int(node_rowid), int(start), int(end), float(score)))
+        node_scores: dict[int, float] = {
+            int(rowid): float(score)
+            for rowid, score in c.execute(
+                f"SELECT n.id, -bm25(node_fts, {weights}) FROM node_fts"
+                " JOIN nodes n ON n.id = node_fts.rowid JOIN documents d ON d.id = n.doc_id"
+                f" WHERE node_fts MATCH ?{scope_sql} ORDER BY 2 DESC LIMIT ?",
+                (match, *scope_args, NODE_CANDIDATES),
+            )
+        }
+        passages: dict[int, tuple[int, int, int, float]] = {
+            int(pid): (int(node_rowid), int(start), int(end), float(score))
+            for pid, node_rowid, start, end, score in c.execute(
+                "SELECT p.id, p.node_rowid, p.start_line, p.end_line,"
+                f" -bm25(passage_fts, {WEIGHT_CONTEXT}, {WEIGHT_BODY}) FROM passage_fts"
+                " JOIN passages p ON p.id = passage_fts.rowid JOIN documents d ON d.id = p.doc_id"
+                f" WHERE passage_fts MATCH ?{scope_sql} ORDER BY 5 DESC LIMIT ?",
+                (match, *scope_args, PASSAGE_CANDIDATES),
+            )
+        }
         if not node_scores and not passages:
             return []
         top_node = max(node_scores.values(), default=1.0) or 1.0
-        top_pass = max((p[3] for p in passages), default=1.0) or 1.0
-        best: dict[int, tuple[float, int, int]] = {}
-        for node_rowid, start, end, pscore in passages:
-            score = (1 - NODE_SHARE) * pscore / top_pass + NODE_SHARE * node_scores.get(
-                node_rowid, 0.0
-            ) / top_node
-            if node_rowid not in best or score > best[node_rowid][0]:
-                best[node_rowid] = (score, start, end)
-        for node_rowid, nscore in node_scores.items():
-            if node_rowid not in best:
-                best[node_rowid] = (NODE_SHARE * nscore / top_node, 0, 0)
-        ranked = sorted(best.items(), key=lambda kv: -kv[1][0])[:limit]
-        return [self._hit(rowid, score, start, end, terms) for rowid, (score, start, end) in ranked]
+        top_pass = max((p[3] for p in passages.values()), default=1.0) or 1.0
+        ranked = sorted(
+            (
+                (1 - NODE_SHARE) * score / top_pass + NODE_SHARE * node_scores.get(node, 0.0) / top_node,
+                pid,
+            )
+            for pid, (node, _a, _b, score) in passages.items()
+        )
+        ranked.reverse()
+        chosen: list[tuple[float, int, int, int]] = []  # (score, node rowid, start, end)
+        per_node: dict[int, int] = {}
+        used: set[int] = set()
+        for score, pid in ranked:
+            node, start, end, pscore = passages[pid]
+            if pid in used or per_node.get(node, 0) >= PASSAGES_PER_NODE:
+                continue
+            used.add(pid)
+            for step in (-1, 1):  # grow the evidence over neighbours that match almost as well
+                nb = passages.get(pid + step)
+                if nb and nb[0] == node and nb[3] >= EXPAND_RATIO * pscore and pid + step not in used:
+                    lo, hi = min(start, nb[1]), max(end, nb[2])
+                    if hi - lo + 1 <= EXPAND_MAX_LINES:
+                        start, end = lo, hi
+                        used.add(pid + step)
+            per_node[node] = per_node.get(node, 0) + 1
+            chosen.append((score, node, start, end))
+            if len(chosen) >= limit:
+                break
+        if len(chosen) < limit:  # sections matched only by their title or merged headings
+            for node, nscore in sorted(node_scores.items(), key=lambda kv: -kv[1]):
+                if node not in per_node:
+                    chosen.append((NODE_SHARE * nscore / top_node, node, 0, 0))
+                    if len(chosen) >= limit:
+                        break
+        chosen.sort(key=lambda t: -t[0])
+        return [self._hit(node, score, start, end, terms) for score, node, start, end in chosen]
 
     def _hit(self, node_rowid: int, score: float, start: int, end: int, terms: list[str]) -> Hit:
         store = self.store
         node = store.node_by_rowid(node_rowid)
         assert node is not None
         doc_path = store.scalar("SELECT path FROM documents WHERE id=?", (node["doc_id"],))
-        nodes = {n["node_id"]: n for n in self._doc_nodes(node["doc_id"])}
         if not start:
             start, end = self._first_passage(node)
         lines = store.read_lines(node["doc_id"], start, end)
         return Hit(
             doc_path=str(doc_path),
             node_id=node["node_id"],
-            title_path=title_path(nodes, node["node_id"]),
+            title_path=self._title_path(node),
             kind=node["kind"],
             start_line=node["start_line"],
             end_line=node["end_line"],
@@ -228,13 +258,19 @@ class Searcher:
             snippet=make_snippet("\n".join(lines), terms),
         )
 
-    def _doc_nodes(self, doc_id: int) -> list[dict[str, Any]]:
-        return [
-            {"node_id": str(a), "parent_id": b, "title": str(t), "kind": str(k)}
-            for a, b, t, k in self.conn.execute(
-                "SELECT node_id, parent_id, title, kind FROM nodes WHERE doc_id=?", (doc_id,)
-            )
-        ]
+    def _title_path(self, node: dict[str, Any]) -> list[str]:
+        path = [node["title"] or node["kind"]]
+        parent = node["parent_id"]
+        while parent:
+            row = self.conn.execute(
+                "SELECT parent_id, title, kind FROM nodes WHERE doc_id=? AND node_id=?",
+                (node["doc_id"], parent),
+            ).fetchone()
+            if row is None:
+                break
+            path.append(str(row[1] or row[2]))
+            parent = row[0]
+        return path[::-1]
 
     def _first_passage(self, node: dict[str, Any]) -> tuple[int, int]:
         row = self.conn.execute(

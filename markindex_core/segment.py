@@ -1,7 +1,8 @@
 """Mixed Chinese / English segmentation, identical for the index and for queries.
 
 Chinese runs go through jieba's dictionary in search mode (rjieba, the Rust port, when it can be
-imported; pure-Python jieba otherwise). Other words are NFKC-folded and lowercased; identifiers such
+imported; pure-Python jieba otherwise). Other words are NFKC-folded, lowercased and English words
+stemmed (Snowball, via PyStemmer); identifiers such
 as `C++`, `ISO-27001`, `v2.1`, `tidb_mem_quota_query` and `CamelCase` are kept whole *and* split into
 parts, so either spelling finds them.
 """
@@ -49,8 +50,8 @@ def _cutter() -> tuple[str, Cutter]:
 
 
 def engine() -> str:
-    """Name of the Chinese segmentation engine in use (recorded in the index fingerprint)."""
-    return _cutter()[0]
+    """Name of the segmentation engines in use (recorded in the index fingerprint)."""
+    return _cutter()[0] + "+snowball-en"
 
 
 def normalize(text: str) -> str:
@@ -60,18 +61,30 @@ def normalize(text: str) -> str:
     return text.lower()
 
 
+@lru_cache(maxsize=1)
+def _stemmer() -> Callable[[str], str]:
+    import Stemmer  # PyStemmer: the Snowball English stemmer in C
+
+    return Stemmer.Stemmer("english").stemWord  # type: ignore[no-any-return]
+
+
+def _stem(word: str) -> str:
+    """English words are reduced to their Snowball stem (expired, expiration -> expir)."""
+    return _stemmer()(word) if word.isascii() and word.isalpha() else word
+
+
 @lru_cache(maxsize=65536)
 def _word_terms(word: str) -> tuple[str, ...]:
-    """A word or identifier (original case) -> whole lowercased form, then its parts."""
+    """A word or identifier (original case) -> whole lowercased form, then its (stemmed) parts."""
     lower = word.lower()
     parts: list[str] = []
     for piece in _CONNECTOR.split(word):
         if not piece:
             continue
         sub = _CAMEL.findall(piece) if not piece.islower() and not piece.isupper() else [piece]
-        parts.extend(p.lower() for p in sub if p)
-    if len(parts) == 1 and parts[0] == lower:
-        return (lower,)
+        parts.extend(_stem(p.lower()) for p in sub if p)
+    if len(parts) == 1 and (parts[0] == lower or lower.isalpha()):
+        return (parts[0],)
     if len(parts) == 1:
         return (lower, parts[0])
     return (lower, *parts)
@@ -100,11 +113,12 @@ def terms_text(text: str) -> str:
     return " ".join(terms(text))
 
 
-def word_groups(text: str) -> list[list[str]]:
+def word_groups(text: str, stop: Callable[[str], bool] | None = None) -> list[list[str]]:
     """Query-side view: one group per word the user typed, each with its alternative terms.
 
     For an identifier the group is `[whole, part, part, …]`; for a Chinese word it is the
-    search-mode cut of that word (the word itself plus its dictionary sub-words).
+    search-mode cut of that word (the word itself plus its dictionary sub-words). Words for which
+    `stop` (given the lowercased surface form) is true are left out.
     """
     if not text.isascii():
         text = unicodedata.normalize("NFKC", text)
@@ -113,11 +127,14 @@ def word_groups(text: str) -> list[list[str]]:
     for m in _TOKEN.finditer(text):
         word = m.group("word")
         if word is not None:
-            groups.append(list(_word_terms(word)))
+            if not (stop and stop(word.lower())):
+                groups.append(list(_word_terms(word)))
             continue
         cut = cut or _cutter()[1]
         run = m.group("cjk")
         for w in _precise()(run):
+            if stop and stop(w):
+                continue
             sub = [t for t in cut(w) if t != " "]
             groups.append([w, *[t for t in sub if t != w]])
     return groups
@@ -126,7 +143,7 @@ def word_groups(text: str) -> list[list[str]]:
 @lru_cache(maxsize=1)
 def _precise() -> Cutter:
     """jieba's precise mode (no HMM): how a query's Chinese is split into words."""
-    if engine() == "rjieba":
+    if _cutter()[0] == "rjieba":
         import rjieba
 
         return lambda s: rjieba.cut(s, False)  # type: ignore[no-any-return]

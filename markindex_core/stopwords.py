@@ -15,6 +15,7 @@ through to too under until up upon us very via was wasn't we were weren't what w
 which while who whom whose why will with within without won't would wouldn't you your yours yourself
 yourselves s t d ll m re ve e.g i.e etc
 tell explain describe happen happens happened way ways say says said use used using one ones
+may might whether still even already also anyone someone something anything else instead actually really
 """.split()
 )
 

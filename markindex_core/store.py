@@ -85,7 +85,7 @@ CREATE TABLE skipped(path TEXT PRIMARY KEY, reason TEXT NOT NULL, size INTEGER N
 CREATE VIRTUAL TABLE node_fts USING fts5(
     title, key_items, summary, body, content='', contentless_delete=1, tokenize="{_TOKENIZE}");
 CREATE VIRTUAL TABLE passage_fts USING fts5(
-    body, content='', contentless_delete=1, tokenize="{_TOKENIZE}");
+    context, body, content='', contentless_delete=1, tokenize="{_TOKENIZE}");
 INSERT INTO node_fts(node_fts, rank) VALUES('hashsize', 16777216);
 INSERT INTO passage_fts(passage_fts, rank) VALUES('hashsize', 16777216);
 """
@@ -306,14 +306,21 @@ class Store:
                 "INSERT INTO node_fts(rowid, title, key_items, summary, body) VALUES(?,?,?,?,?)",
                 (rowid, t_title, t_keys, "", t_body),
             )
+        # A passage's context is the title path of its node: the headings a reader sees above it.
+        context: list[str] = []
+        index_of = {s.node_id: i for i, s in enumerate(doc.sections)}
+        for s in doc.sections:
+            parent = index_of.get(s.parent_id) if s.parent_id else None
+            own = doc.section_terms[index_of[s.node_id]][0]
+            context.append(f"{context[parent]} {own}" if parent is not None else own)
         for p in doc.passages:
             c.execute(
                 "INSERT INTO passages(node_rowid, doc_id, start_line, end_line) VALUES(?,?,?,?)",
                 (node_rowids[p.node_index], doc_id, p.start_line, p.end_line),
             )
             c.execute(
-                "INSERT INTO passage_fts(rowid, body) VALUES(?, ?)",
-                (c.last_insert_rowid(), p.terms),
+                "INSERT INTO passage_fts(rowid, context, body) VALUES(?, ?, ?)",
+                (c.last_insert_rowid(), context[p.node_index], p.terms),
             )
         lines = doc.lines
         c.executemany(

@@ -128,14 +128,14 @@ def _split_large(
     groups: list[tuple[int, int, int]] = []
     cur_a, cur_b, cur_t = v.start, v.body_start, count(text(v.start, v.body_start))
     for a, b, t in pieces:
-        if cur_t + t <= limit or cur_b == cur_a:
+        if cur_t + t <= limit:
             cur_b, cur_t = b, cur_t + t
             continue
-        groups.append((cur_a, cur_b, cur_t))
+        if cur_b > cur_a:  # an untitled node may start with nothing of its own yet
+            groups.append((cur_a, cur_b, cur_t))
         if t > limit:  # a single block larger than a node: split it by lines
-            for la, lb, lt in _split_lines(a, b, limit, text, count)[:-1]:
-                groups.append((la, lb, lt))
-            cur_a, cur_b, cur_t = _split_lines(a, b, limit, text, count)[-1]
+            *whole, (cur_a, cur_b, cur_t) = _split_lines(a, b, limit, text, count)
+            groups.extend(whole)
         else:
             cur_a, cur_b, cur_t = a, b, t
     groups.append((cur_a, cur_b, cur_t))

@@ -1,0 +1,99 @@
+"""Cut a node's own text into passages: the evidence units that search results cite.
+
+Passages follow Markdown block boundaries and group blocks the way a reader would quote them: a
+law article (`第…条`) with its numbered clauses, a lead-in sentence ending in a colon with the list or
+code that follows, a short label with the block after it. Long blocks (big tables, code, lists)
+are cut by lines so that evidence stays a few lines long.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from bisect import bisect_left, bisect_right
+
+from markindex_core import segment
+from markindex_core.model import Passage, Section
+from markindex_core.tokens import estimate_tokens
+
+PASSAGE_MIN_TOKENS = 12  # shorter blocks (a bold label, a heading) join the next block
+PASSAGE_MAX_TOKENS = 320  # longer groups are cut by lines
+GROUP_MAX_TOKENS = 480  # an article or lead-in group may grow to this before it is closed
+
+_ARTICLE = re.compile(r"^\s*(?:\*\*)?第[一二三四五六七八九十百千零〇两\d]+条")
+_LIST_ITEM = re.compile(r"^\s{0,3}(?:[-*+]|\d{1,9}[.)])\s")
+_HEADING = re.compile(r"^\s{0,3}#{1,6}(?:\s|$)")
+
+
+def cut_passages(
+    sections: list[Section], lines: list[str], block_starts: list[int], front_matter_end: int
+) -> list[Passage]:
+    """Passages of every node's own body (1-based inclusive ranges), in document order."""
+    out: list[Passage] = []
+    for idx, sec in enumerate(sections):
+        a = max(sec.body_start - 1, front_matter_end if sec.start_line == 1 else 0)
+        b = sec.end_line  # exclusive, 0-based
+        if a >= b:
+            continue
+        lo, hi = bisect_right(block_starts, a), bisect_left(block_starts, b)
+        blocks = [_trim(lines, x, y) for x, y in itertools.pairwise([a, *block_starts[lo:hi], b])]
+        for x, y in _group([blk for blk in blocks if blk[0] < blk[1]], lines):
+            out.extend(_cut_long(idx, lines, x, y))
+    return out
+
+
+def _trim(lines: list[str], x: int, y: int) -> tuple[int, int]:
+    while x < y and not lines[x].strip():
+        x += 1
+    while y > x and not lines[y - 1].strip():
+        y -= 1
+    return x, y
+
+
+def _group(blocks: list[tuple[int, int]], lines: list[str]) -> list[tuple[int, int]]:
+    groups: list[tuple[int, int]] = []
+    cur: tuple[int, int] | None = None
+    cur_tokens = 0
+    cur_article = cur_leadin = False
+    for x, y in blocks:
+        first = lines[x]
+        tokens = estimate_tokens("\n".join(lines[x:y]))
+        if cur is not None:
+            starts_article = bool(_ARTICLE.match(first))
+            fits = cur_tokens + tokens <= GROUP_MAX_TOKENS
+            join = cur_tokens < PASSAGE_MIN_TOKENS or (
+                fits
+                and not _HEADING.match(first)
+                and (
+                    (cur_article and not starts_article)
+                    or (cur_leadin and (_LIST_ITEM.match(first) is not None or first.startswith(("```", "~~~", "|", "    "))))
+                )
+            )
+            if join:
+                cur = (cur[0], y)
+                cur_tokens += tokens
+                if not cur_article and _ARTICLE.match(lines[cur[0]]):
+                    cur_article = True
+                continue
+            groups.append(cur)
+        cur, cur_tokens = (x, y), tokens
+        cur_article = bool(_ARTICLE.match(first))
+        cur_leadin = lines[y - 1].rstrip().endswith((":", "："))
+    if cur is not None:
+        groups.append(cur)
+    return groups
+
+
+def _cut_long(idx: int, lines: list[str], a: int, b: int) -> list[Passage]:
+    if b - a == 1 or estimate_tokens("\n".join(lines[a:b])) <= PASSAGE_MAX_TOKENS:
+        return [Passage(idx, a + 1, b, segment.terms_text("\n".join(lines[a:b])))]
+    out: list[Passage] = []
+    start, acc = a, 0
+    for i in range(a, b):
+        t = estimate_tokens(lines[i]) + 1
+        if acc and acc + t > PASSAGE_MAX_TOKENS:
+            out.append(Passage(idx, start + 1, i, segment.terms_text("\n".join(lines[start:i]))))
+            start, acc = i, 0
+        acc += t
+    out.append(Passage(idx, start + 1, b, segment.terms_text("\n".join(lines[start:b]))))
+    return out
