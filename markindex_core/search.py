@@ -27,7 +27,11 @@ from markindex_core.stopwords import is_stopword
 from markindex_core.store import Store
 
 NODE_CANDIDATES = 500
-PASSAGE_CANDIDATES = 2000  # FTS5 scores every match before sorting: a bigger LIMIT is nearly free
+PASSAGE_CANDIDATES = 600
+COMMON_SHARE = 0.05  # query words found in more than this share of passages are left out of ranking
+COMMON_MIN_PASSAGES = (
+    20_000  # … in libraries this large (a speed measure; small ones keep every word)
+)
 STRICT_ENOUGH = 3  # fewer strict hits than this triggers the relaxed pass
 MAX_QUERY_GROUPS = 32
 SNIPPET_CHARS = 200
@@ -85,6 +89,12 @@ class SearchResult:
         }
 
 
+@dataclass(frozen=True)
+class _Scope:
+    sql: str  # extra WHERE clause with a `{t}` placeholder for the table alias carrying doc_id
+    args: list[Any]
+
+
 def _quote(term: str) -> str:
     return '"' + term.replace('"', '""') + '"'
 
@@ -122,6 +132,8 @@ class Searcher:
     def __init__(self, store: Store) -> None:
         self.store = store
         self.conn = store.conn
+        self._vocab_version = -1
+        self._passages_total = 0
 
     def search(
         self,
@@ -131,79 +143,166 @@ class Searcher:
         doc_path: str | None = None,
         limit: int = SEARCH_DEFAULT_LIMIT,
     ) -> SearchResult:
+        # One read transaction: while the daemon writes, every query of this search sees the
+        # same snapshot, so a hit never points at a node deleted between two statements.
+        with self.conn:
+            result = self._search(query, folder=folder, doc_path=doc_path, limit=limit)
+        return result
+
+    def _search(
+        self,
+        query: str,
+        *,
+        folder: str | None,
+        doc_path: str | None,
+        limit: int,
+    ) -> SearchResult:
         t0 = time.perf_counter()
         limit = max(1, min(int(limit), SEARCH_MAX_LIMIT))
         groups = query_groups(query)
         terms = [g[0] for g in groups]
         if not groups:
             return SearchResult(query, [], "none", "the query has no searchable words", [], _ms(t0))
-        scope_sql, scope_args = self._scope(folder, doc_path)
+        scope = self._scope(folder, doc_path)
         exprs = [_group_expr(g) for g in groups]
-        strict = " AND ".join(exprs)
-        hits = self._rank(strict, scope_sql, scope_args, limit, terms)
-        mode, notice = "strict", ""
-        if len(hits) < min(STRICT_ENOUGH, limit) and len(groups) > 1:
-            relaxed_hits = self._rank(" OR ".join(exprs), scope_sql, scope_args, limit, terms)
-            if len(relaxed_hits) > len(hits):
-                known = {(h.doc_path, h.node_id) for h in hits}
-                hits = hits + [h for h in relaxed_hits if (h.doc_path, h.node_id) not in known]
-                hits = hits[:limit]
-                mode = "relaxed"
-                notice = (
-                    f"no section contains all {len(groups)} query words; showing sections that "
-                    "contain the most (rarest) of them"
-                )
+        ranking = " OR ".join(self._informative(groups, exprs))
+        strict_nodes = self._strict_nodes(" AND ".join(exprs), scope) if len(groups) > 1 else None
+        if strict_nodes is None or len(strict_nodes) >= min(STRICT_ENOUGH, limit):
+            hits = self._rank(ranking, strict_nodes, scope, limit, terms)
+            mode, notice = "strict", ""
+        else:  # sections with every word still come first
+            hits = self._rank(ranking, None, scope, limit, terms, boost=strict_nodes)
+            mode = "relaxed"
+            found = len(strict_nodes)
+            notice = (
+                f"only {found} section{'s' if found > 1 else ''} contain{'' if found > 1 else 's'} "
+                f"all {len(groups)} query words; also showing sections with the most (and rarest) of them"
+                if found
+                else f"no section contains all {len(groups)} query words; showing the sections "
+                "that contain the most (and rarest) of them"
+            )
         if not hits:
-            hits, extra = self._substring(query, scope_sql, scope_args, limit)
+            hits, extra = self._substring(query, scope, limit)
             if hits:
-                mode, notice = (
-                    "substring",
-                    f"no whole-word match; matched word fragments: {', '.join(extra)}",
-                )
+                mode = "substring"
+                notice = f"no whole-word match; matched word fragments: {', '.join(extra)}"
                 terms = terms + extra
             else:
                 mode, notice = "none", "nothing matched; try other words or a wider scope"
         return SearchResult(query, hits, mode, notice, terms, _ms(t0))
 
-    def _scope(self, folder: str | None, doc_path: str | None) -> tuple[str, list[Any]]:
+    def _scope(self, folder: str | None, doc_path: str | None) -> _Scope:
+        """SQL that keeps only in-scope documents' rows (applied inside the FTS query)."""
         if doc_path:
-            return " AND d.path = ?", [doc_path.strip("/")]
+            return _Scope(
+                " AND {t}.doc_id IN (SELECT id FROM documents WHERE path = ?)",
+                [doc_path.strip("/")],
+            )
         if folder and folder.strip("/"):
             f = folder.strip("/")
-            return " AND d.path >= ? AND d.path < ?", [f + "/", f + "0"]
-        return "", []
+            return _Scope(
+                " AND {t}.doc_id IN (SELECT id FROM documents WHERE path >= ? AND path < ?)",
+                [f + "/", f + "0"],
+            )
+        return _Scope("", [])
+
+    def _informative(self, groups: list[list[str]], exprs: list[str]) -> list[str]:
+        """Drop words found in a large share of all passages: they cost time and rank nothing."""
+        if len(groups) < 3:
+            return exprs
+        version = self.store.data_version()
+        if self._vocab_version != version:
+            self.conn.execute(
+                "CREATE VIRTUAL TABLE IF NOT EXISTS temp.passage_vocab"
+                " USING fts5vocab(main, passage_fts, row)"
+            )
+            self._passages_total = int(self.store.scalar("SELECT count(*) FROM passages") or 0)
+            self._vocab_version = version
+        if self._passages_total < COMMON_MIN_PASSAGES:
+            return exprs
+        cap = COMMON_SHARE * self._passages_total
+        kept = [
+            e
+            for g, e in zip(groups, exprs, strict=True)
+            if (self.store.scalar("SELECT doc FROM temp.passage_vocab WHERE term=?", (g[0],)) or 0)
+            <= cap
+        ]
+        return kept or exprs
+
+    def _strict_nodes(self, match: str, scope: _Scope) -> set[int]:
+        return {
+            int(r[0])
+            for r in self.conn.execute(
+                "SELECT node_fts.rowid FROM node_fts"
+                + (" JOIN nodes n ON n.id = node_fts.rowid" if scope.sql else "")
+                + f" WHERE node_fts MATCH ?{scope.sql.format(t='n')} LIMIT ?",
+                (match, *scope.args, NODE_CANDIDATES),
+            )
+        }
 
     def _rank(
-        self, match: str, scope_sql: str, scope_args: list[Any], limit: int, terms: list[str]
+        self,
+        match: str,
+        allowed: set[int] | None,
+        scope: _Scope,
+        limit: int,
+        terms: list[str],
+        boost: set[int] | None = None,
     ) -> list[Hit]:
         c = self.conn
         weights = f"{WEIGHT_TITLE}, {WEIGHT_KEY_ITEMS}, {WEIGHT_SUMMARY}, {WEIGHT_BODY}"
         node_scores: dict[int, float] = {
             int(rowid): float(score)
             for rowid, score in c.execute(
-                f"SELECT n.id, -bm25(node_fts, {weights}) FROM node_fts"
-                " JOIN nodes n ON n.id = node_fts.rowid JOIN documents d ON d.id = n.doc_id"
-                f" WHERE node_fts MATCH ?{scope_sql} ORDER BY 2 DESC LIMIT ?",
-                (match, *scope_args, NODE_CANDIDATES),
+                f"SELECT node_fts.rowid, -bm25(node_fts, {weights}) FROM node_fts"
+                + (" JOIN nodes n ON n.id = node_fts.rowid" if scope.sql else "")
+                + f" WHERE node_fts MATCH ?{scope.sql.format(t='n')} ORDER BY 2 DESC LIMIT ?",
+                (match, *scope.args, NODE_CANDIDATES),
             )
         }
-        passages: dict[int, tuple[int, int, int, float]] = {
-            int(pid): (int(node_rowid), int(start), int(end), float(score))
-            for pid, node_rowid, start, end, score in c.execute(
+        rows: list[tuple[Any, ...]]
+        if scope.sql:
+            rows = c.execute(
                 "SELECT p.id, p.node_rowid, p.start_line, p.end_line,"
                 f" -bm25(passage_fts, {WEIGHT_CONTEXT}, {WEIGHT_BODY}) FROM passage_fts"
-                " JOIN passages p ON p.id = passage_fts.rowid JOIN documents d ON d.id = p.doc_id"
-                f" WHERE passage_fts MATCH ?{scope_sql} ORDER BY 5 DESC LIMIT ?",
-                (match, *scope_args, PASSAGE_CANDIDATES),
+                " JOIN passages p ON p.id = passage_fts.rowid"
+                f" WHERE passage_fts MATCH ?{scope.sql.format(t='p')} ORDER BY 5 DESC LIMIT ?",
+                (match, *scope.args, PASSAGE_CANDIDATES),
+            ).fetchall()
+        else:  # no join before the LIMIT: metadata only for the candidates
+            scored: dict[Any, Any] = dict(
+                c.execute(  # type: ignore[arg-type]
+                    f"SELECT rowid, -bm25(passage_fts, {WEIGHT_CONTEXT}, {WEIGHT_BODY})"
+                    " FROM passage_fts WHERE passage_fts MATCH ? ORDER BY 2 DESC LIMIT ?",
+                    (match, PASSAGE_CANDIDATES),
+                )
             )
+            ids = ",".join(str(int(i)) for i in scored)
+            rows = (
+                [
+                    (pid, node, a, b, scored[pid])
+                    for pid, node, a, b in c.execute(
+                        f"SELECT id, node_rowid, start_line, end_line FROM passages WHERE id IN ({ids})"
+                    )
+                ]
+                if ids
+                else []
+            )
+        passages: dict[int, tuple[int, int, int, float]] = {
+            int(pid): (int(node), int(a), int(b), float(score))
+            for pid, node, a, b, score in rows
+            if allowed is None or int(node) in allowed
         }
+        if allowed is not None:
+            node_scores = {n: v for n, v in node_scores.items() if n in allowed}
         if not node_scores and not passages:
             return []
         top_node = max(node_scores.values(), default=1.0) or 1.0
         top_pass = max((p[3] for p in passages.values()), default=1.0) or 1.0
         ranked = sorted(
             (
-                (1 - NODE_SHARE) * score / top_pass + NODE_SHARE * node_scores.get(node, 0.0) / top_node,
+                (1 - NODE_SHARE) * score / top_pass
+                + NODE_SHARE * node_scores.get(node, 0.0) / top_node,
                 pid,
             )
             for pid, (node, _a, _b, score) in passages.items()
@@ -219,7 +318,12 @@ class Searcher:
             used.add(pid)
             for step in (-1, 1):  # grow the evidence over neighbours that match almost as well
                 nb = passages.get(pid + step)
-                if nb and nb[0] == node and nb[3] >= EXPAND_RATIO * pscore and pid + step not in used:
+                if (
+                    nb
+                    and nb[0] == node
+                    and nb[3] >= EXPAND_RATIO * pscore
+                    and pid + step not in used
+                ):
                     lo, hi = min(start, nb[1]), max(end, nb[2])
                     if hi - lo + 1 <= EXPAND_MAX_LINES:
                         start, end = lo, hi
@@ -281,9 +385,7 @@ class Searcher:
             return int(row[0]), int(row[1])
         return node["start_line"], node["end_line"]
 
-    def _substring(
-        self, query: str, scope_sql: str, scope_args: list[Any], limit: int
-    ) -> tuple[list[Hit], list[str]]:
+    def _substring(self, query: str, scope: _Scope, limit: int) -> tuple[list[Hit], list[str]]:
         """Fragments (partial identifiers, odd CJK cuts): match them inside indexed words."""
         frags = [f for f in re.split(r"\s+", segment.normalize(query)) if len(f) >= 3][:4]
         if not frags:
@@ -302,7 +404,7 @@ class Searcher:
         if not found:
             return [], []
         match = " OR ".join(_quote(t) for t in dict.fromkeys(found))
-        return self._rank(match, scope_sql, scope_args, limit, found), found[:10]
+        return self._rank(match, None, scope, limit, found), found[:10]
 
 
 def make_snippet(text: str, terms: list[str], width: int = SNIPPET_CHARS) -> str:

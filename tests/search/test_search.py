@@ -1,0 +1,192 @@
+"""Search over the sample library: modes, scopes, citations, hostile queries."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from markindex_core.library import Library
+
+
+def test_english_question_finds_the_passage(indexed_sample: Library) -> None:
+    result = indexed_sample.search("which setting was renamed in version 2.0 from max_conn")
+    top = result.hits[0]
+    assert top.doc_path == "guides/install.md"
+    lines = (indexed_sample.root / top.doc_path).read_text(encoding="utf-8").splitlines()
+    cited = "\n".join(lines[top.passage_start - 1 : top.passage_end])
+    assert "max_conn" in cited
+
+
+def test_chinese_question_finds_the_article(indexed_sample: Library) -> None:
+    result = indexed_sample.search("数据泄露以后多长时间内要报告？")
+    assert result.hits
+    top = result.hits[0]
+    assert top.doc_path == "laws/数据安全管理办法.md"
+    text = "\n".join(
+        indexed_sample.store.read_lines(
+            indexed_sample.document(top.doc_path)["id"], top.passage_start, top.passage_end
+        )
+    )
+    assert "二十四小时" in text
+
+
+def test_mixed_query_identifier_in_chinese_doc(indexed_sample: Library) -> None:
+    result = indexed_sample.search("mem_quota_query 默认值")
+    assert result.hits[0].doc_path == "specs/配置参考.md"
+    # One section has both words; the others shown are announced as a relaxed match.
+    assert result.mode == "relaxed"
+    assert result.notice.startswith("only 1 section contains all 2 query words")
+
+
+def test_relaxation_is_announced(indexed_sample: Library) -> None:
+    result = indexed_sample.search("proxy certificates zebra unicorn")
+    assert result.mode == "relaxed"
+    assert result.relaxed and "no section contains all" in result.notice
+    assert result.hits
+
+
+def test_substring_fallback_for_fragments(indexed_sample: Library) -> None:
+    result = indexed_sample.search("quota_que")
+    assert result.mode == "substring"
+    assert any(h.doc_path == "specs/配置参考.md" for h in result.hits)
+
+
+def test_cited_lines_are_exactly_the_file_lines(indexed_sample: Library) -> None:
+    for query in (
+        "install pip virtual environment",
+        "数据分类分级",
+        "log_level 可选值",
+        "EADDRINUSE",
+    ):
+        for hit in indexed_sample.search(query).hits:
+            disk = (indexed_sample.root / hit.doc_path).read_text(encoding="utf-8").splitlines()
+            doc = indexed_sample.document(hit.doc_path)
+            stored = indexed_sample.store.read_lines(doc["id"], hit.passage_start, hit.passage_end)
+            assert stored == disk[hit.passage_start - 1 : hit.passage_end]
+            assert hit.start_line <= hit.passage_start <= hit.passage_end <= hit.end_line
+            assert hit.citation == f"[{hit.doc_path}, L{hit.passage_start}-{hit.passage_end}]"
+
+
+def test_scope_is_applied_before_the_limit(indexed_sample: Library) -> None:
+    # "EADDRINUSE" is in both the guide and the Chinese config reference.
+    everywhere = indexed_sample.search("EADDRINUSE", limit=1)
+    assert everywhere.hits[0].doc_path == "guides/install.md" or len(everywhere.hits) == 1
+    scoped = indexed_sample.search("EADDRINUSE", folder="specs", limit=1)
+    assert [h.doc_path for h in scoped.hits] == ["specs/配置参考.md"]
+    in_doc = indexed_sample.search("EADDRINUSE", doc_path="guides/install.md", limit=1)
+    assert [h.doc_path for h in in_doc.hits] == ["guides/install.md"]
+    assert indexed_sample.search("EADDRINUSE", folder="laws").hits == []
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "",
+        "   ",
+        "x" * 10_000,
+        '"',
+        '"unbalanced',
+        "a*",
+        "NEAR(a b)",
+        "-x",
+        "title:foo",
+        "^",
+        "(",
+        ")",
+        "AND",
+        "OR OR",
+        "NOT",
+        "'; DROP TABLE nodes; --",
+        "\x00",
+        "中" * 5000,
+        "{}[]<>",
+        "🙂",
+    ],
+)
+def test_hostile_queries_never_raise(indexed_sample: Library, query: str) -> None:
+    result = indexed_sample.search(query)
+    assert result.mode in ("strict", "relaxed", "substring", "none")
+    if not result.hits:
+        assert result.notice
+    json.dumps(result.to_json())
+
+
+def test_search_cli_json(indexed_sample: Library) -> None:
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "markindex_core",
+            "search",
+            str(indexed_sample.root),
+            "升级 max_connections",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    data = json.loads(out.stdout)
+    assert data["hits"] and data["hits"][0]["citation"].startswith("[")
+
+
+def test_eval_command_reports_metrics(indexed_sample: Library, tmp_path: Path) -> None:
+    questions = tmp_path / "q.jsonl"
+    rows = [
+        {
+            "id": "1",
+            "question": "数据安全事件多久要报告",
+            "lang": "zh",
+            "gold": [{"doc_path": "laws/数据安全管理办法.md", "start_line": 25, "end_line": 25}],
+        },
+        {
+            "id": "2",
+            "question": "which port does the server listen on by default",
+            "lang": "mixed",
+            "gold": [{"doc_path": "specs/配置参考.md"}],
+        },
+        {
+            "id": "3",
+            "question": "upgrade from version 1.x",
+            "lang": "en",
+            "gold": [
+                {
+                    "doc_path": "guides/install.md",
+                    "title_path": ["Installing Widget Server", "Upgrading"],
+                }
+            ],
+        },
+    ]
+    questions.write_text(
+        "\n".join(json.dumps(r, ensure_ascii=False) for r in rows), encoding="utf-8"
+    )
+    report = tmp_path / "report.json"
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "markindex_core",
+            "eval",
+            str(indexed_sample.root),
+            "--questions",
+            str(questions),
+            "--max-evidence-lines",
+            "60",
+            "--out",
+            str(report),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    metrics = json.loads(out.stdout)
+    assert set(metrics) == {"overall", "zh", "mixed", "en"}
+    assert metrics["overall"]["questions"] == 3
+    assert metrics["overall"]["hit@5"] == 1.0
+    full = json.loads(report.read_text(encoding="utf-8"))
+    assert len(full["questions"]) == 3

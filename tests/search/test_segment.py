@@ -1,0 +1,52 @@
+"""Segmentation: the index and queries cut mixed Chinese/English text the same way."""
+
+from __future__ import annotations
+
+from markindex_core import segment
+
+
+def test_identifiers_are_kept_whole_and_split() -> None:
+    terms = segment.terms("C++ ISO-27001 v2.1 tidb_mem_quota_query CamelCase")
+    for whole in ("c++", "iso-27001", "v2.1", "tidb_mem_quota_query", "camelcase"):
+        assert whole in terms
+    for part in ("iso", "27001", "tidb", "mem", "quota", "camel", "case"):
+        assert part in terms
+
+
+def test_chinese_words_and_sub_words() -> None:
+    terms = segment.terms("中华人民共和国刑事诉讼法")
+    assert "中华人民共和国" in terms
+    assert "刑事诉讼法" in terms
+    assert "诉讼" in terms  # search mode also emits dictionary sub-words
+
+
+def test_mixed_text_token_by_token() -> None:
+    terms = segment.terms("TiDB 的 tidb_mem_quota_query 默认值是 1 GiB")
+    assert "tidb_mem_quota_query" in terms
+    assert "默认值" in terms
+    assert "gib" in terms
+
+
+def test_nfkc_and_case_folding() -> None:
+    assert segment.terms("ＴｉＤＢ Ｖ２") == segment.terms("TiDB V2")
+    assert "tidb" in segment.terms("TIDB")
+
+
+def test_english_words_are_stemmed_alike() -> None:
+    assert segment.terms("expired") == segment.terms("expiration")
+    assert segment.terms("Containers") == segment.terms("container")
+
+
+def test_query_groups_use_the_same_terms_as_the_index() -> None:
+    text = "看守所里有在押人员非正常死亡 ISO-27001 and C++"
+    indexed = set(segment.terms(text))
+    for group in segment.word_groups(text):
+        assert set(group) <= indexed, group
+
+
+def test_stopwords_are_dropped_from_queries_only() -> None:
+    groups = segment.word_groups(
+        "what is the default of listen_port", stop=lambda w: w in {"what", "is", "the", "of"}
+    )
+    assert [g[0] for g in groups] == ["default", "listen_port"]
+    assert "the" in segment.terms("the default")
