@@ -1,0 +1,56 @@
+"""The link graph: forward, backward and broken internal links, through the CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from markindex_core.library import Library
+
+
+def _cli(*args: str) -> dict[str, object]:
+    out = subprocess.run(
+        [sys.executable, "-m", "markindex_core", *args, "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return json.loads(out.stdout)
+
+
+def test_links_backlinks_and_broken(indexed_sample: Library) -> None:
+    root = str(indexed_sample.root)
+    links = _cli("links", root, "guides/install.md")["links"]
+    assert {(ln["target"], ln["broken"]) for ln in links} == {
+        ("specs/配置参考.md", False),
+        ("guides/missing.md", True),
+    }
+    back = _cli("backlinks", root, "guides/install.md")["backlinks"]
+    assert {b["source"] for b in back} == {"README.md", "specs/配置参考.md"}
+    broken = _cli("links", root)["broken"]
+    assert broken == [{"source": "guides/install.md", "line": 51, "target": "guides/missing.md"}]
+
+
+def test_link_lines_point_at_the_link(indexed_sample: Library) -> None:
+    lines = (indexed_sample.root / "guides/install.md").read_text(encoding="utf-8").splitlines()
+    doc = indexed_sample.document("guides/install.md")
+    for link in indexed_sample.store.links_from(doc["id"]):
+        assert link["target"].rsplit("/", 1)[-1] in lines[link["line"] - 1]
+
+
+def test_unknown_document_suggests_similar(indexed_sample: Library) -> None:
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "markindex_core",
+            "links",
+            str(indexed_sample.root),
+            "guides/instal.md",
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode == 1
+    assert "guides/install.md" in out.stderr and "Traceback" not in out.stderr
