@@ -8,7 +8,10 @@ from collections.abc import Callable
 from typing import Any
 
 # Modules that define `register(sub, common, indexing_options)`.
-REGISTRARS: tuple[str, ...] = ("markindex_core.cli_search",)
+REGISTRARS: tuple[str, ...] = (
+    "markindex_core.cli_search",
+    "markindex_core.cli_mcp",
+)
 
 
 def register(sub: Any, common: Callable[..., None], indexing: Callable[..., None]) -> None:

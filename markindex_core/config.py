@@ -55,16 +55,18 @@ class TreeParams:
     def fingerprint(self) -> str:
         return f"R={self.routing_cost};max={self.max_node_tokens};setext={int(self.setext)}"
 
+
 # ----- Terminal app (markindex_tui) --------------------------------------------------------------
 TUI_POLL_SECONDS = 1.0  # how often the app checks PRAGMA data_version for commits by others
 TUI_WRITER_POLL_SECONDS = 2.0  # how often it checks whether a daemon holds the writer lock
 TUI_SEARCH_PAUSE_SECONDS = 0.15  # typing pause before a live search runs
 TUI_SEARCH_LIMIT = 30
-TUI_PREVIEW_MAX_LINES = 2000  # longer spans are cut (the status line says so)
+TUI_PREVIEW_MAX_LINES = 300  # preview window; the next one loads as the reader scrolls down
 TUI_FOLDER_PAGE = 500  # tree entries added per folder page ("… N more" loads the next)
 
 # ----- Agent tools and MCP server (tools.py, mcp_server.py) ------------------------------------
-TOOL_PAGE_CHARS = 80_000  # JSON characters of listed items / text per page (envelope stays < 95 000)
+# JSON characters of listed items / text per page (the whole envelope stays under 95 000).
+TOOL_PAGE_CHARS = 80_000
 TOOL_MAX_PART = 100_000  # largest `part` the schemas accept
 BROWSE_PAGE_ENTRIES = 200  # folders + documents per browse page
 DESCRIPTION_PREVIEW_CHARS = 400  # description shown per document in a folder listing
@@ -74,11 +76,13 @@ STRUCTURE_KEY_ITEMS_SHOWN = 30  # merged headings listed per outline entry
 DOC_LINKS_SHOWN = 100  # outgoing links and backlinks listed by get_document (totals always given)
 FRONT_MATTER_MAX_CHARS = 20_000  # larger front matter is replaced by its keys (and says so)
 MCP_TOOL_THREADS = 8  # worker threads (each with its own read connection) serving tool calls
+MCP_BACKGROUND_GRACE_SECONDS = 2.0  # background jobs wait for the first answer at most this long
 MCP_HTTP_HOST = "127.0.0.1"
 MCP_HTTP_PORT = 8765
 
 # ----- Live index (daemon, watch) -----------------------------------------------------------
 DAEMON_QUIET_MS = 40  # a batch is reconciled once file events pause this long…
+DAEMON_SETTLED_QUIET_MS = 8  # …or this long when the latest event finished a write (close, rename)
 DAEMON_MAX_WAIT_MS = 1000  # …or this long after its first event, even if events keep coming
 DAEMON_LOCK_POLL_S = 0.5  # a read-only daemon retries the writer lock this often
 DAEMON_HEARTBEAT_S = 2.0  # status file refresh; a daemon silent for 3 beats counts as gone

@@ -5,14 +5,16 @@ from __future__ import annotations
 import errno
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from markindex_core.config import DB_FILE_NAME, INDEX_DIR_NAME, SEARCH_DEFAULT_LIMIT
 from markindex_core.errors import LibraryNotFound, ReadOnlyLibrary
-from markindex_core.indexer import Indexer, IndexReport, Progress, open_for_writing
 from markindex_core.lock import WriterLock
 from markindex_core.search import Searcher, SearchResult
 from markindex_core.store import Store
+
+if TYPE_CHECKING:  # the indexer (markdown-it, multiprocessing) loads only when indexing
+    from markindex_core.indexer import IndexReport, Progress
 
 
 def default_db_path(root: Path) -> Path:
@@ -41,12 +43,12 @@ class Library:
             probe.touch()
             probe.unlink()
         except OSError as exc:
+            hint = "pass --db FILE to keep the index elsewhere"
             if exc.errno in (errno.EACCES, errno.EROFS, errno.EPERM):
-                raise ReadOnlyLibrary(
-                    f"cannot write the index to {self.db_path.parent} ({exc.strerror})",
-                    "the library is read-only: pass --db FILE to keep the index elsewhere",
-                ) from None
-            raise
+                hint = "the library is read-only: " + hint
+            raise ReadOnlyLibrary(
+                f"cannot write the index to {self.db_path.parent} ({exc.strerror or exc})", hint
+            ) from None
 
     def index(
         self,
@@ -57,6 +59,8 @@ class Library:
         workers: int | None = None,
     ) -> IndexReport:
         """Bring the index in line with the folder (incremental). Fails fast if another writer runs."""
+        from markindex_core.indexer import Indexer, open_for_writing
+
         self.ensure_db_dir()
         store, lock = open_for_writing(self.db_path)
         try:
@@ -108,6 +112,12 @@ class Library:
     ) -> SearchResult:
         """Keyword search (see `search.py`); scope by folder or document before ranking."""
         return self.searcher().search(query, folder=folder, doc_path=doc_path, limit=limit)
+
+    def call_tool(self, name: str, args: dict[str, Any] | None = None) -> str:
+        """Run one agent tool (see `tools.py`) and return its JSON envelope; never raises."""
+        from markindex_core.tools import call_tool
+
+        return call_tool(self, name, args)
 
     def close(self) -> None:
         store: Store | None = getattr(self._local, "store", None)

@@ -1,0 +1,147 @@
+"""`markindex mcp ROOT`: serve a library to agents over MCP (stdio by default, read-only tools)."""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import logging
+import sys
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from markindex_core.config import MCP_HTTP_HOST, MCP_HTTP_PORT
+from markindex_core.errors import MarkindexError
+
+if TYPE_CHECKING:
+    from markindex_core.library import Library
+
+log = logging.getLogger("markindex.mcp")
+
+
+def register(sub: Any, common: Callable[..., None], indexing: Callable[..., None]) -> None:
+    p = sub.add_parser(
+        "mcp",
+        help="serve the library to agents over MCP (stdio, read-only tools)",
+        description="Serve ROOT's index to an MCP client: five read-only tools (browse_documents, "
+        "get_document, get_document_structure, get_node_content, search_documents) and agent "
+        "instructions. stdout carries only JSON-RPC; logs go to stderr. Build the index first "
+        "with `markindex index ROOT`, or pass --reindex-on-start to update it in the background "
+        "while the server answers from the existing index.",
+    )
+    common(p)
+    indexing(p)
+    p.add_argument(
+        "--reindex-on-start",
+        action="store_true",
+        help="bring the index up to date in a background thread after start-up",
+    )
+    p.add_argument(
+        "--watch",
+        action="store_true",
+        help="keep the index live as files change (what `markindex daemon` does)",
+    )
+    p.add_argument(
+        "--transport",
+        choices=("stdio", "streamable-http"),
+        default="stdio",
+        help="stdio (default) or streamable-http (serves http://HOST:PORT/mcp)",
+    )
+    p.add_argument(
+        "--host", default=MCP_HTTP_HOST, help=f"HTTP bind address (default {MCP_HTTP_HOST})"
+    )
+    p.add_argument(
+        "--port", type=int, default=MCP_HTTP_PORT, help=f"HTTP port (default {MCP_HTTP_PORT})"
+    )
+    p.set_defaults(func=cmd_mcp)
+
+
+def _setup_logging() -> None:
+    logging.basicConfig(
+        stream=sys.stderr, level=logging.INFO, format="markindex mcp: %(levelname)s %(message)s"
+    )
+
+
+def reindex_in_background(
+    lib: Library, *, ignore: list[str] | None, setext: bool | None
+) -> Callable[[], Awaitable[None]]:
+    """A background job that indexes on a daemon thread (never inside a tool call).
+
+    A daemon thread, not a worker of the event loop: when the client goes away the process exits
+    at once; an interrupted build is rolled back by SQLite and resumed by the next run.
+    """
+
+    def work() -> None:
+        t0 = time.perf_counter()
+        log.info("indexing %s in the background", lib.root)
+        try:
+            report = lib.index(ignore=ignore, setext=setext)
+        except MarkindexError as exc:
+            log.warning("background indexing skipped: %s", exc)
+            return
+        except Exception:
+            log.exception("background indexing failed")
+            return
+        log.info(
+            "index up to date in %.1fs: added %d, updated %d, removed %d, unchanged %d",
+            time.perf_counter() - t0,
+            len(report.added),
+            len(report.updated),
+            len(report.removed),
+            report.unchanged,
+        )
+
+    async def start() -> None:
+        threading.Thread(target=work, name="markindex-reindex", daemon=True).start()
+
+    return start
+
+
+def cmd_mcp(args: argparse.Namespace) -> int:
+    stdio = args.transport == "stdio"
+    if stdio:
+        from markindex_core.mcp_server import guard_stdout
+
+        guard_stdout()  # before anything else can write to stdout
+    _setup_logging()
+    from markindex_core.library import Library
+
+    lib = Library(args.root, args.db)
+    if args.watch:
+        return _run_watch(lib, args)
+    if not args.reindex_on_start and not lib.has_index():
+        log.warning(
+            "no index at %s yet: tools will say so until `markindex index %s` has run",
+            lib.db_path,
+            lib.root,
+        )
+    background = (
+        [reindex_in_background(lib, ignore=args.ignore, setext=args.setext)]
+        if args.reindex_on_start
+        else []
+    )
+    import anyio
+
+    from markindex_core import mcp_server
+
+    if stdio:
+        anyio.run(functools.partial(mcp_server.run_stdio, lib, background=background))
+    else:
+        log.info("serving MCP at http://%s:%d/mcp", args.host, args.port)
+        anyio.run(
+            functools.partial(
+                mcp_server.run_http, lib, host=args.host, port=args.port, background=background
+            )
+        )
+    return 0
+
+
+def _run_watch(lib: Library, args: argparse.Namespace) -> int:
+    """`--watch`: the daemon's live index with MCP over stdio in the same process."""
+    from markindex_core.daemon import run_daemon
+
+    run_daemon(
+        lib, ignore=args.ignore, setext=args.setext, poll=False, quiet_ms=None, serve_mcp=True
+    )
+    return 0
