@@ -102,7 +102,7 @@ def _error(message: str, hint: str, as_json: bool, code: str = "ERROR") -> None:
             file=sys.stderr,
         )
     else:
-        print(f"error: {message}" + (f"\n  hint: {hint}" if hint else ""), file=sys.stderr)
+        print(f"error: {message}" + (f" (hint: {hint})" if hint else ""), file=sys.stderr)
 
 
 def emit_json(data: Any) -> None:

@@ -41,7 +41,9 @@ def load_questions(paths: Iterable[Path]) -> list[dict[str, Any]]:
         try:
             text = path.read_text(encoding="utf-8")
         except OSError as exc:
-            raise InvalidArgument(f"cannot read questions {path}: {exc.strerror}", "pass a JSONL file") from None
+            raise InvalidArgument(
+                f"cannot read questions {path}: {exc.strerror}", "pass a JSONL file"
+            ) from None
         for n, line in enumerate(text.splitlines(), 1):
             if not line.strip():
                 continue
@@ -67,7 +69,9 @@ def hits_gold(hit: Hit, gold: list[dict[str, Any]]) -> bool:
         if g.get("doc_path") != hit.doc_path:
             continue
         if "start_line" in g:
-            if _overlap(hit.passage_start, hit.passage_end, int(g["start_line"]), int(g["end_line"])):
+            if _overlap(
+                hit.passage_start, hit.passage_end, int(g["start_line"]), int(g["end_line"])
+            ):
                 return True
         elif "title_path" in g:
             want = list(g["title_path"])
@@ -95,7 +99,11 @@ def gold_share(hit: Hit, gold: list[dict[str, Any]]) -> float:
 
 
 def evaluate(
-    lib: Library, questions: list[dict[str, Any]], *, max_evidence_lines: int | None = None, k: int = K
+    lib: Library,
+    questions: list[dict[str, Any]],
+    *,
+    max_evidence_lines: int | None = None,
+    k: int = K,
 ) -> dict[str, Any]:
     results: list[QuestionResult] = []
     for q in questions:

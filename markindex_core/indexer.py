@@ -6,8 +6,12 @@ a crash at any moment leaves an index that opens, and the next run completes the
 
 from __future__ import annotations
 
+import ctypes
 import multiprocessing
 import os
+import posixpath
+import signal
+import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -119,6 +123,8 @@ class Indexer:
         stored = store.get_meta("setext")
         self.params = TreeParams(setext=setext if setext is not None else stored != "0")
         self.workers = workers if workers is not None else min(2, os.cpu_count() or 1)
+        # A process with threads (the daemon) must not fork workers: it sets "forkserver".
+        self.start_method = "fork"
         self.rules = IgnoreRules(root, self.ignore)
 
     def reload_rules(self) -> None:
@@ -198,18 +204,20 @@ class Indexer:
         files: dict[str, FileStat] = {}
         in_scope: set[str] = set()
         known = set(states) | set(skipped)
-        for rel in sorted(set(paths)):
-            rel = rel.strip("/")
-            if not rel:
-                continue
+        wanted = {self._library_relative(p) for p in paths}
+        if "" in wanted:  # the root itself: reconcile everything
+            disk = scan(self.root, self.rules)
+            report.errors.extend(disk.errors)
+            return disk.files, known
+        for rel in sorted(r for r in wanted if r is not None):
             prefix = rel + "/"
             in_scope.update(p for p in known if p == rel or p.startswith(prefix))
             full = self.root / rel
             if self.rules.excluded_by_path(rel) and not full.is_dir():
                 continue
             try:
-                if full.is_symlink():
-                    continue
+                if any((self.root / a).is_symlink() for a in _ancestors(rel)):
+                    continue  # symlinks are never followed, wherever they are on the path
                 if full.is_dir():
                     if self.rules.excluded_by_path(rel + "/x.md"):
                         continue
@@ -222,6 +230,21 @@ class Indexer:
             except OSError as exc:
                 report.errors.append((rel, exc.strerror or str(exc)))
         return files, in_scope
+
+    def _library_relative(self, path: str) -> str | None:
+        """A posix path relative to the root ('' = the root), or None if it is outside."""
+        p = path.replace(os.sep, "/")
+        if os.path.isabs(p):
+            try:
+                p = os.path.relpath(p, self.root).replace(os.sep, "/")
+            except ValueError:
+                return None
+        p = posixpath.normpath(p.lstrip("/"))
+        if p == ".":
+            return ""
+        if p == ".." or p.startswith("../"):
+            return None
+        return p
 
     def _build(
         self,
@@ -247,8 +270,8 @@ class Indexer:
 
         for done, result in enumerate(self._results(jobs, total_bytes), start=1):
             if isinstance(result, _Vanished):
+                self.store.delete_documents([result.rel])  # also forgets a recorded skip
                 if result.rel in states:
-                    self.store.delete_documents([result.rel])
                     report.removed.append(result.rel)
             elif isinstance(result, SkippedFile):
                 st = files[result.path]
@@ -283,9 +306,25 @@ class Indexer:
             for j in jobs
         }
         jobs = sorted(jobs, key=lambda j: -sizes[j.rel])
-        ctx = multiprocessing.get_context("fork")
-        with ctx.Pool(self.workers) as pool:
+        ctx = multiprocessing.get_context(self.start_method)
+        with ctx.Pool(self.workers, initializer=_worker_init) as pool:
             yield from pool.imap_unordered(_load, jobs, chunksize=2)
+
+
+def _worker_init() -> None:
+    """Parse workers die with their parent and leave Ctrl-C to it (no orphans, no tracebacks)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        except (OSError, AttributeError):
+            pass
+    if os.getppid() == 1:  # the parent died before prctl took effect
+        os._exit(1)
+
+
+_PR_SET_PDEATHSIG = 1
 
 
 class _Subrules(IgnoreRules):
@@ -297,6 +336,12 @@ class _Subrules(IgnoreRules):
 
     def ignored(self, rel: str, is_dir: bool = False) -> bool:
         return self.base.ignored(f"{self.prefix}/{rel}", is_dir)
+
+
+def _ancestors(rel: str) -> list[str]:
+    """'a/b/c.md' -> ['a', 'a/b', 'a/b/c.md']."""
+    parts = rel.split("/")
+    return ["/".join(parts[: i + 1]) for i in range(len(parts))]
 
 
 def _why(old: str, new: str) -> str:

@@ -4,10 +4,29 @@ from __future__ import annotations
 
 import fcntl
 import os
+import weakref
 from pathlib import Path
 
 from markindex_core.config import LOCK_FILE_SUFFIX
 from markindex_core.errors import WriterBusy
+
+_HELD: weakref.WeakSet[WriterLock] = weakref.WeakSet()
+
+
+def _forget_in_child() -> None:
+    """A forked child (a parse worker) drops its copy of every held lock.
+
+    flock belongs to the open file, which fork shares: a worker that outlived a killed writer would
+    otherwise keep the library locked. Closing the child's descriptor leaves the parent's lock be.
+    """
+    for lock in list(_HELD):
+        if lock._fd is not None:
+            os.close(lock._fd)
+            lock._fd = None
+    _HELD.clear()
+
+
+os.register_at_fork(after_in_child=_forget_in_child)
 
 
 class WriterLock:
@@ -29,6 +48,7 @@ class WriterLock:
         os.ftruncate(fd, 0)
         os.write(fd, str(os.getpid()).encode())
         self._fd = fd
+        _HELD.add(self)
         return True
 
     def acquire(self) -> None:
@@ -54,6 +74,7 @@ class WriterLock:
             fcntl.flock(self._fd, fcntl.LOCK_UN)
             os.close(self._fd)
             self._fd = None
+            _HELD.discard(self)
 
     def is_locked_by_other(self) -> bool:
         """True when some other process holds the writer lock right now."""

@@ -66,7 +66,13 @@ def _group(blocks: list[tuple[int, int]], lines: list[str]) -> list[tuple[int, i
                 and not _HEADING.match(first)
                 and (
                     (cur_article and not starts_article)
-                    or (cur_leadin and (_LIST_ITEM.match(first) is not None or first.startswith(("```", "~~~", "|", "    "))))
+                    or (
+                        cur_leadin
+                        and (
+                            _LIST_ITEM.match(first) is not None
+                            or first.startswith(("```", "~~~", "|", "    "))
+                        )
+                    )
                 )
             )
             if join:

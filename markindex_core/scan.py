@@ -28,9 +28,16 @@ class ScanResult:
     errors: list[tuple[str, str]] = field(default_factory=list)  # (path, reason)
 
 
-def normalize_ignore_pattern(pattern: str) -> str:
-    """Validate one --ignore pattern (gitignore syntax, relative to the library root)."""
+def normalize_ignore_pattern(pattern: str, root: Path | None = None) -> str:
+    """Validate one --ignore pattern (gitignore syntax, relative to the library root).
+
+    A leading `/` anchors the pattern at the root; but when, given `root`, the pattern is really
+    an absolute path of this machine, it is made relative if it lies inside the root and
+    rejected otherwise.
+    """
     p = pattern.strip()
+    if root is not None and p.startswith("/") and not p.startswith("//") and len(p) > 1:
+        p = _absolute_to_anchored(p, pattern, root)
     if not p:
         raise InvalidArgument(
             "empty --ignore pattern", "pass a gitignore-style pattern, e.g. 'drafts/'"
@@ -48,6 +55,22 @@ def normalize_ignore_pattern(pattern: str) -> str:
     return p
 
 
+def _absolute_to_anchored(p: str, pattern: str, root: Path) -> str:
+    absolute = Path(p.rstrip("/"))
+    if (root / p.strip("/")).exists() or not absolute.exists():
+        return p  # an anchored pattern
+    try:
+        rel = absolute.resolve().relative_to(root.resolve()).as_posix()
+    except ValueError:
+        raise InvalidArgument(
+            f"--ignore {pattern!r} is an absolute path outside the library",
+            "use a path relative to the library root",
+        ) from None
+    if rel == ".":
+        raise InvalidArgument(f"--ignore {pattern!r} is the library itself", "name a part of it")
+    return "/" + rel + ("/" if p.endswith("/") else "")
+
+
 class IgnoreRules:
     """Decides whether a library-relative path is excluded."""
 
@@ -59,7 +82,7 @@ class IgnoreRules:
             lines += ignore_file.read_text(encoding="utf-8", errors="replace").splitlines()
         except OSError:
             pass
-        lines += [normalize_ignore_pattern(p) for p in extra_patterns or []]
+        lines += [normalize_ignore_pattern(p, root) for p in extra_patterns or []]
         self.root_spec = pathspec.GitIgnoreSpec.from_lines(lines) if lines else None
         self._gitignores: dict[str, pathspec.GitIgnoreSpec | None] = {}
 

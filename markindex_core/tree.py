@@ -124,7 +124,7 @@ def _split_large(
         return
     assert callable(text)
     cuts = _block_cuts(v.body_start, v.own_end, block_starts)
-    pieces = [(a, b, count(text(a, b))) for a, b in itertools.pairwise(cuts)]
+    pieces = [(a, b, count(text(a, b))) for a, b in itertools.pairwise(cuts) if a < b]
     groups: list[tuple[int, int, int]] = []
     cur_a, cur_b, cur_t = v.start, v.body_start, count(text(v.start, v.body_start))
     for a, b, t in pieces:

@@ -1,0 +1,166 @@
+"""The `index` and `tree` commands: JSON shapes, human output, one-line errors with exit 1."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from markindex_core.cli import main
+
+from .helpers import REPO_ROOT, make_library, write
+
+REPORT_KEYS = {
+    "added",
+    "updated",
+    "removed",
+    "unchanged",
+    "skipped",
+    "warnings",
+    "errors",
+    "full_rebuild",
+    "seconds",
+}
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture
+def lib(tmp_path: Path) -> tuple[Path, Path]:
+    root = make_library(tmp_path / "lib", 6)
+    write(root, "warn.md", "# A\n\nline one\nline two\n---\n\nbody\n")
+    write(root, "bin.md", b"\x00\x01\x02")
+    return root, tmp_path / "db" / "index.db"
+
+
+def test_index_json_summary(lib: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    root, db = lib
+    code, out, err = run(capsys, "index", str(root), "--db", str(db), "--json")
+    assert code == 0 and err == ""
+    report = json.loads(out)
+    assert set(report) == REPORT_KEYS
+    assert len(report["added"]) == 7 and report["unchanged"] == 0
+    assert report["skipped"] == [{"path": "bin.md", "reason": report["skipped"][0]["reason"]}]
+    assert (
+        report["warnings"][0]["path"] == "warn.md" and "setext" in report["warnings"][0]["warning"]
+    )
+    assert report["full_rebuild"] is None and report["seconds"] >= 0
+    code, out, _ = run(capsys, "index", str(root), "--db", str(db), "--json", "--no-setext")
+    again = json.loads(out)
+    assert "setext" in again["full_rebuild"] and len(again["updated"]) == 7
+
+
+def test_index_human_output(lib: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    root, db = lib
+    code, out, err = run(capsys, "index", str(root), "--db", str(db))
+    assert code == 0
+    assert "added 7, updated 0, removed 0, unchanged 0, skipped 1, warnings 1" in out
+    assert "warning warn.md: line 3: setext h2" in err
+    assert "skipped bin.md: binary" in err
+    code, out, _ = run(capsys, "index", str(root), "--db", str(db))
+    assert "added 0, updated 0, removed 0, unchanged 7" in out
+
+
+def _check_spans(entries: list[dict[str, Any]], lo: int, hi: int) -> int:
+    """Entries tile lo..hi; each spans its own lines then its children's."""
+    expected = lo
+    count = 0
+    for e in entries:
+        assert e["start_line"] == expected and e["start_line"] <= e["own_end_line"] <= e["end_line"]
+        kids = e.get("children", [])
+        if kids:
+            count += _check_spans(kids, e["own_end_line"] + 1, e["end_line"])
+        else:
+            assert e["own_end_line"] == e["end_line"]
+        expected = e["end_line"] + 1
+        count += 1
+    assert expected == hi + 1
+    return count
+
+
+def test_tree_json_is_nested_with_subtree_ranges(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = tmp_path / "lib"
+    body = "A paragraph long enough that the sections are not merged into their parent. " * 30
+    src = f"Intro.\n\n# One\n\n{body}\n\n## One.a\n\n{body}\n\n### Deep\n\n{body}\n\n## One.b\n\n{body}\n\n# Two\n\n{body}\n"
+    write(root, "guide/doc.md", src)
+    db = tmp_path / "index.db"
+    assert run(capsys, "index", str(root), "--db", str(db), "--json")[0] == 0
+    code, out, err = run(capsys, "tree", str(root), "guide/doc.md", "--db", str(db), "--json")
+    assert code == 0 and err == ""
+    tree = json.loads(out)
+    assert tree["path"] == "guide/doc.md" and tree["title"] == "One"
+    assert tree["lines"] == len(src.splitlines())
+    assert _check_spans(tree["nodes"], 1, tree["lines"]) == 6
+    titles = [(n["kind"], n["title"]) for n in tree["nodes"]]
+    assert titles == [("preface", ""), ("section", "One"), ("section", "Two")]
+    one = tree["nodes"][1]
+    assert [c["title"] for c in one["children"]] == ["One.a", "One.b"]
+    assert one["children"][0]["children"][0]["title"] == "Deep"
+    # --depth cuts the outline and counts what is hidden
+    code, out, _ = run(
+        capsys, "tree", str(root), "guide/doc.md", "--db", str(db), "--json", "--depth", "1"
+    )
+    shallow = json.loads(out)["nodes"]
+    assert shallow[1]["children_count"] == 2 and "children" not in shallow[1]
+    code, out, _ = run(capsys, "tree", str(root), "guide/doc.md", "--db", str(db))
+    assert code == 0 and "One.a" in out and "Deep" in out
+
+
+def one_line_error(code: int, err: str) -> str:
+    assert code == 1
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert "Traceback" not in err
+    return lines[0]
+
+
+def test_errors_are_one_line_and_exit_1(
+    lib: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root, db = lib
+    line = one_line_error(*run(capsys, "tree", str(root), "doc3.md", "--db", str(db))[::2])
+    assert "index" in line  # no index yet: says how to build one
+    run(capsys, "index", str(root), "--db", str(db), "--json")
+    line = one_line_error(*run(capsys, "tree", str(root), "doc33.md", "--db", str(db))[::2])
+    assert "doc33.md" in line and "doc3.md" in line  # suggests the near miss
+    line = one_line_error(*run(capsys, "index", str(tmp_path / "missing"), "--db", str(db))[::2])
+    assert "not found" in line
+    line = one_line_error(
+        *run(capsys, "index", str(root), "--db", str(db), "--ignore", "../x")[::2]
+    )
+    assert "--ignore" in line
+    code, _, err = run(capsys, "index", str(root), "--db", str(db), "--json", "--ignore", "/etc")
+    payload = json.loads(one_line_error(code, err))
+    assert payload["code"] == "INVALID_INPUT" and payload["hint"]
+
+
+def test_cli_as_a_subprocess(lib: tuple[Path, Path]) -> None:
+    root, db = lib
+    proc = subprocess.run(
+        [sys.executable, "-m", "markindex_core", "index", str(root), "--db", str(db), "--json"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0 and set(json.loads(proc.stdout)) == REPORT_KEYS
+    for cmd in (["index", "--help"], ["tree", "--help"], ["--help"]):
+        help_proc = subprocess.run(
+            [sys.executable, "-m", "markindex_core", *cmd],
+            cwd=REPO_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert help_proc.returncode == 0
+        assert ("--db" if cmd[0] != "--help" else "index") in help_proc.stdout

