@@ -13,12 +13,15 @@ import re
 import unicodedata
 from collections.abc import Callable
 from functools import lru_cache
+from itertools import chain
 
 _CJK_CLASS = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002ffff"
 _TOKEN = re.compile(
     rf"(?P<cjk>[{_CJK_CLASS}]+)"
     rf"|(?P<word>[^\W_{_CJK_CLASS}]+(?:[-_.+#/][^\W_{_CJK_CLASS}]+)*[+#]*)"
 )
+_WORD = re.compile(rf"[^\W_{_CJK_CLASS}]+(?:[-_.+#/][^\W_{_CJK_CLASS}]+)*[+#]*")
+_CJK_RUN = re.compile(rf"[{_CJK_CLASS}]+")
 _CONNECTOR = re.compile(r"[-_.+#/]+")
 _CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+|[^\W\d_]+")
 # Characters FTS5's unicode61 tokenizer must keep inside a token (our compound identifiers).
@@ -92,19 +95,13 @@ def _word_terms(word: str) -> tuple[str, ...]:
 
 def terms(text: str) -> list[str]:
     """All search terms of `text`, for the index (words first, then Chinese words)."""
-    if not text.isascii():
-        text = unicodedata.normalize("NFKC", text)
-    out: list[str] = []
-    cjk_runs: list[str] = []
-    for m in _TOKEN.finditer(text):
-        word = m.group("word")
-        if word is None:
-            cjk_runs.append(m.group("cjk"))
-        else:
-            out.extend(_word_terms(word))
-    if cjk_runs:
-        cut = _cutter()[1]
-        out.extend(t for t in cut(" ".join(cjk_runs)) if t != " ")
+    if text.isascii():
+        return list(chain.from_iterable(map(_word_terms, _WORD.findall(text))))
+    text = unicodedata.normalize("NFKC", text)
+    out = list(chain.from_iterable(map(_word_terms, _WORD.findall(text))))
+    runs = _CJK_RUN.findall(text)
+    if runs:  # one segmenter call per text: each call has a fixed cost
+        out.extend(t for t in _cutter()[1](" ".join(runs)) if t != " ")
     return out
 
 
