@@ -11,6 +11,8 @@ from typing import Any
 REGISTRARS: tuple[str, ...] = (
     "markindex_core.cli_search",
     "markindex_core.cli_mcp",
+    "markindex_core.cli_daemon",
+    "markindex_core.cli_tui",
 )
 
 

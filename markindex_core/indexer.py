@@ -256,7 +256,6 @@ class Indexer:
     ) -> None:
         if not todo:
             return
-        total_bytes = sum(files[r].size for r in todo)
         jobs = [_Job(str(self.root), rel, self.params) for rel in todo]
         batch: list[ParsedDocument] = []
         batch_bytes = 0
@@ -268,7 +267,8 @@ class Indexer:
                 self.store.write_documents(batch)
                 batch, batch_bytes = [], 0
 
-        for done, result in enumerate(self._results(jobs, total_bytes), start=1):
+        sizes = {rel: files[rel].size for rel in todo}
+        for done, result in enumerate(self._results(jobs, sizes), start=1):
             if isinstance(result, _Vanished):
                 self.store.delete_documents([result.rel])  # also forgets a recorded skip
                 if result.rel in states:
@@ -294,17 +294,13 @@ class Indexer:
         self.store.checkpoint()
 
     def _results(
-        self, jobs: list[_Job], total_bytes: int
+        self, jobs: list[_Job], sizes: dict[str, int]
     ) -> Iterator[ParsedDocument | SkippedFile | _Vanished]:
-        if self.workers <= 1 or total_bytes < PARALLEL_MIN_BYTES or len(jobs) < 4:
+        if self.workers <= 1 or sum(sizes.values()) < PARALLEL_MIN_BYTES or len(jobs) < 4:
             for job in jobs:
                 yield _load(job)
             return
-        # Largest first, so one big file does not finish last on its own.
-        sizes = {
-            j.rel: (self.root / j.rel).stat().st_size if (self.root / j.rel).exists() else 0
-            for j in jobs
-        }
+        # Largest first (sizes from the scan), so one big file does not finish last on its own.
         jobs = sorted(jobs, key=lambda j: -sizes[j.rel])
         ctx = multiprocessing.get_context(self.start_method)
         with ctx.Pool(self.workers, initializer=_worker_init) as pool:

@@ -1,0 +1,170 @@
+"""`markindex daemon` (live index, plus MCP over stdio) and `markindex status`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+
+def register(sub: Any, common: Callable[..., None], indexing: Callable[..., None]) -> None:
+    p = sub.add_parser(
+        "daemon",
+        help="keep the index live with a file watcher, and serve MCP over stdio",
+        description="Reconcile the index with ROOT, then watch ROOT and re-index changed files "
+        "within a second. Serves MCP over stdio in the same process (stdout is the MCP wire; "
+        "logs go to stderr) until stdin closes or SIGTERM/SIGINT. If another process holds the "
+        "writer lock, serves read-only and takes over writing when it frees.",
+    )
+    common(p)
+    indexing(p)
+    p.add_argument(
+        "--poll",
+        action="store_true",
+        help="watch by polling (network drives; automatic when inotify limits are reached)",
+    )
+    p.add_argument(
+        "--quiet-ms",
+        type=int,
+        default=None,
+        metavar="N",
+        help="reconcile once file events pause for N ms (default 40)",
+    )
+    p.add_argument(
+        "--no-mcp",
+        dest="mcp",
+        action="store_false",
+        help="only keep the index live (no MCP on stdio; stops on SIGTERM/SIGINT)",
+    )
+    p.add_argument("-v", "--verbose", action="store_true", help="log every skipped file")
+    p.set_defaults(func=cmd_daemon)
+
+    p = sub.add_parser(
+        "status",
+        help="show the index's size, freshness, skipped files and whether a daemon is writing",
+        description="Documents, nodes, last index time, skipped files, and the live daemon's "
+        "state (pid, heartbeat, queue, errors) when one runs.",
+    )
+    common(p)
+    p.set_defaults(func=cmd_status)
+
+
+class _JsonLines(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        return json.dumps(
+            {
+                "at": round(record.created, 3),
+                "level": record.levelname.lower(),
+                "logger": record.name,
+                "message": record.getMessage(),
+            },
+            ensure_ascii=False,
+        )
+
+
+def _setup_logging(as_json: bool, verbose: bool) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(
+        _JsonLines()
+        if as_json
+        else logging.Formatter("%(asctime)s markindex: %(message)s", "%H:%M:%S")
+    )
+    for name in ("markindex.daemon", "markindex.watch"):
+        logger = logging.getLogger(name)
+        logger.addHandler(handler)
+        logger.setLevel(logging.DEBUG if verbose else logging.INFO)
+        logger.propagate = False
+
+
+def cmd_daemon(args: argparse.Namespace) -> int:
+    from markindex_core.daemon import run_daemon
+    from markindex_core.errors import InvalidArgument
+    from markindex_core.library import Library
+    from markindex_core.scan import normalize_ignore_pattern
+
+    if args.quiet_ms is not None and not 0 <= args.quiet_ms <= 60_000:
+        raise InvalidArgument("--quiet-ms must be between 0 and 60000", "e.g. --quiet-ms 40")
+    for pattern in args.ignore:
+        normalize_ignore_pattern(pattern)  # reject bad patterns before anything starts
+    _setup_logging(args.json, args.verbose)
+    lib = Library(args.root, args.db)
+    run_daemon(
+        lib,
+        ignore=args.ignore,
+        setext=args.setext,
+        poll=args.poll,
+        quiet_ms=args.quiet_ms,
+        serve_mcp=args.mcp,
+    )
+    return 0
+
+
+def _ago(t: float | None) -> str:
+    if not t:
+        return "never"
+    s = max(0.0, time.time() - t)
+    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))
+    if s < 120:
+        return f"{when} ({s:.0f} s ago)"
+    if s < 7200:
+        return f"{when} ({s / 60:.0f} min ago)"
+    return when
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from markindex_core.cli import emit_json
+    from markindex_core.library import Library
+    from markindex_core.status import read_status
+
+    lib = Library(args.root, args.db)
+    st = read_status(lib)
+    if args.json:
+        emit_json(st)
+        return 0 if st["indexed"] else 1
+    from rich.console import Console
+    from rich.markup import escape
+
+    out = Console(highlight=False)
+    out.print(f"[bold]{escape(st['root'])}[/] → {escape(st['db'])}")
+    if not st["indexed"]:
+        out.print(f"[yellow]not indexed[/]{': ' + escape(st['error']) if st['error'] else ''}")
+    else:
+        out.print(
+            f"documents {st['documents']}, nodes {st['nodes']}, tokens {st['tokens']}, "
+            f"links {st['links']}, skipped {len(st['skipped'])}"
+        )
+        secs = st["last_index_seconds"]
+        out.print(
+            f"last indexed {_ago(st['last_index_at'])}" + (f" in {secs:.2f} s" if secs else "")
+        )
+    d = st["daemon"]
+    if d and d["alive"]:
+        role = "writing" if d["writing"] else "read-only (another process writes)"
+        out.print(
+            f"daemon: pid {d['pid']}, {role}, {d['state']}, {d.get('observer')}, "
+            f"queue {d.get('queue', 0)}, heartbeat {d['heartbeat_age']:.1f} s ago"
+        )
+        if d.get("last_reconcile_at"):
+            out.print(f"  last reconcile {_ago(d['last_reconcile_at'])}")
+        if d.get("notice"):
+            out.print(f"  [yellow]{escape(d['notice'])}[/]")
+        if d.get("error_count"):
+            out.print(f"  [red]{d['error_count']} errors[/], latest:")
+            for e in d["errors"][-5:]:
+                out.print(f"    {escape(e['path'] or '-')}: {escape(e['error'])}")
+    elif st["writer_locked"]:
+        pid = st["writer_pid"]
+        out.print(
+            f"no daemon; another process{f' (pid {pid})' if pid else ''} is writing the index"
+        )
+    else:
+        out.print("daemon: not running")
+    for s in st["skipped"][:20]:
+        out.print(f"[dim]skipped {escape(s['path'])}: {escape(s['reason'])}[/]")
+    if len(st["skipped"]) > 20:
+        out.print(f"[dim]… {len(st['skipped']) - 20} more skipped (see --json)[/]")
+    return 0 if st["indexed"] else 1

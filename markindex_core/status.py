@@ -1,0 +1,160 @@
+"""Index and daemon status: a small JSON file beside the index, and `read_status` for CLI and TUI.
+
+The daemon keeps its live state (heartbeat, queue, errors) in a file rather than in the index:
+a heartbeat written into SQLite every few seconds would look like a data change to every reader.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from markindex_core.config import DAEMON_HEARTBEAT_S, STATUS_FILE_SUFFIX
+from markindex_core.errors import MarkindexError
+from markindex_core.lock import WriterLock
+from markindex_core.store import Store
+
+if TYPE_CHECKING:
+    from markindex_core.library import Library
+
+STALE_AFTER_S = 3 * DAEMON_HEARTBEAT_S
+
+
+def status_path(db_path: Path) -> Path:
+    return db_path.with_name(db_path.name + STATUS_FILE_SUFFIX)
+
+
+def write_status_file(db_path: Path, data: dict[str, Any]) -> None:
+    """Replace the status file atomically (readers never see half a file)."""
+    path = status_path(db_path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(json.dumps(data, ensure_ascii=False, indent=1), encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+
+
+def read_status_file(db_path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(status_path(db_path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def writer_lock_state(db_path: Path) -> tuple[bool, int | None]:
+    """(someone holds the writer lock, pid written in the lock file)."""
+    lock = WriterLock(db_path)
+    pid: int | None = None
+    with contextlib.suppress(OSError, ValueError):
+        pid = int(lock.path.read_text(encoding="utf-8").strip())
+    if not lock.path.exists():
+        return False, None
+    try:
+        locked = lock.is_locked_by_other()
+    except OSError:
+        return False, pid
+    return locked, pid if locked else None
+
+
+def read_status(lib: Library) -> dict[str, Any]:
+    """Everything a user or UI asks about a library's index, in one JSON-ready dict.
+
+    Keys:
+        root, db (str): the library folder and the index file.
+        indexed (bool): an index file exists and opens.
+        error (str | None): why the index could not be read, when it could not.
+        documents, nodes, passages, links, tokens (int): index totals (0 when not indexed).
+        skipped (list[{path, reason}]): files left out of the index, and why.
+        last_index_at (float | None): Unix time the last index run (CLI or daemon) finished.
+        last_index_seconds (float | None): how long that run took.
+        writer_locked (bool): some process holds the writer lock right now.
+        writer_pid (int | None): that process, when known.
+        daemon (dict | None): the daemon's status file, or None when no daemon ever wrote one:
+            pid (int), state ("starting" | "reconciling" | "watching" | "read-only" | "stopped"),
+            writing (bool, this pid holds the writer lock), alive (bool, computed: process exists
+            and heartbeat fresh), progress ({done, total} files of the running reconcile, or
+            None), heartbeat_at (float), heartbeat_age (float s, computed),
+            started_at (float), observer ("inotify" | "polling" | …), notice (str, e.g. the
+            polling fallback reason), queue (int, dirty paths waiting), busy (bool, reconciling
+            now), last_event_at (float), last_reconcile_at (float, end of the last reconcile),
+            last_reconcile_started_at (float), last_reconcile_seconds (float), reconciles (int),
+            last_batch ({paths, added, updated, removed, skipped, full}), error_count (int),
+            errors (list[{at, path, error}], most recent last).
+        daemon_writing (bool): a live daemon holds the writer lock.
+    """
+    db = lib.db_path
+    out: dict[str, Any] = {
+        "root": str(lib.root),
+        "db": str(db),
+        "indexed": False,
+        "error": None,
+        "documents": 0,
+        "nodes": 0,
+        "passages": 0,
+        "links": 0,
+        "tokens": 0,
+        "skipped": [],
+        "last_index_at": None,
+        "last_index_seconds": None,
+    }
+    if db.exists():
+        try:
+            store = Store(db, readonly=True)
+        except MarkindexError as exc:
+            out["error"] = exc.message
+        else:
+            try:
+                out.update(store.stats())
+                out.pop("skipped", None)
+                out["skipped"] = [{"path": p, "reason": r} for p, r in store.skipped()]
+                meta = store.all_meta()
+                out["last_index_at"] = _float(meta.get("last_index_at"))
+                out["last_index_seconds"] = _float(meta.get("last_index_seconds"))
+                out["indexed"] = True
+            finally:
+                store.close()
+    locked, pid = writer_lock_state(db)
+    out["writer_locked"] = locked
+    out["writer_pid"] = pid
+    daemon = read_status_file(db)
+    if daemon is not None:
+        now = time.time()
+        beat = _float(daemon.get("heartbeat_at")) or 0.0
+        dpid = daemon.get("pid")
+        alive = (
+            isinstance(dpid, int)
+            and daemon.get("state") != "stopped"
+            and now - beat < STALE_AFTER_S
+            and _pid_alive(dpid)
+        )
+        daemon["alive"] = alive
+        daemon["heartbeat_age"] = round(now - beat, 3) if beat else None
+        daemon["writing"] = bool(alive and daemon.get("writing") and locked)
+    out["daemon"] = daemon
+    out["daemon_writing"] = bool(daemon and daemon["writing"])
+    return out
+
+
+def _float(value: Any) -> float | None:
+    try:
+        return float(value) if value is not None else None
+    except (TypeError, ValueError):
+        return None

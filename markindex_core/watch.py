@@ -1,0 +1,320 @@
+"""Watching a library: watchdog events become dirty library-relative paths, coalesced into batches.
+
+Watching is level-triggered: an event only says "look at this path again". The daemon's reconcile
+step decides what changed by stat and content hash, so lost, doubled or reordered events cost at
+most some extra work, never a wrong index.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import logging
+import os
+import threading
+import time
+import warnings
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from watchdog.events import (
+    DirCreatedEvent,
+    DirDeletedEvent,
+    DirMovedEvent,
+    FileClosedEvent,
+    FileCreatedEvent,
+    FileDeletedEvent,
+    FileModifiedEvent,
+    FileMovedEvent,
+    FileSystemEvent,
+    FileSystemEventHandler,
+)
+from watchdog.observers import Observer
+from watchdog.observers.api import BaseObserver
+from watchdog.observers.polling import PollingObserver
+
+from markindex_core.config import DAEMON_POLL_INTERVAL_S, IGNORE_FILE_NAME
+from markindex_core.scan import is_markdown
+
+log = logging.getLogger("markindex.watch")
+
+# Opened, attrib and dir-modified events carry nothing reconcile needs.
+EVENT_TYPES: list[type[FileSystemEvent]] = [
+    FileCreatedEvent,
+    FileModifiedEvent,
+    FileDeletedEvent,
+    FileMovedEvent,
+    FileClosedEvent,
+    DirCreatedEvent,
+    DirDeletedEvent,
+    DirMovedEvent,
+]
+
+
+@dataclass
+class Batch:
+    """Work for one reconcile: dirty paths, and whether the ignore rules or everything need a look."""
+
+    paths: set[str] = field(default_factory=set)
+    rules_changed: bool = False
+    full: bool = False
+
+    def __bool__(self) -> bool:
+        return bool(self.paths or self.rules_changed or self.full)
+
+    def merge(self, other: Batch) -> None:
+        self.paths |= other.paths
+        self.rules_changed |= other.rules_changed
+        self.full |= other.full
+
+
+def minimal_paths(paths: Iterable[str]) -> list[str]:
+    """Drop paths whose ancestor folder is also dirty: reconciling the folder covers them."""
+    given = set(paths)
+    out = []
+    for p in sorted(given):
+        parts = p.split("/")
+        if not any("/".join(parts[:i]) in given for i in range(1, len(parts))):
+            out.append(p)
+    return out
+
+
+class Coalescer:
+    """Collects dirty paths from any thread; hands them out after a quiet window, or a maximum wait.
+
+    A quiet window alone could starve under a steady stream of events (a long `git checkout`),
+    so a batch is also flushed `max_wait_s` after its first event.
+    """
+
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        *,
+        quiet_s: float,
+        max_wait_s: float,
+        settled_quiet_s: float | None = None,
+    ) -> None:
+        self._loop = loop
+        self._quiet = quiet_s
+        self._max_wait = max_wait_s
+        self._settled_quiet = min(
+            quiet_s, settled_quiet_s if settled_quiet_s is not None else quiet_s
+        )
+        self._settled = False  # the latest event finished a write (close, or rename into place)
+        self._lock = threading.Lock()
+        self._batch = Batch()
+        self._signalled = False
+        self._wake = asyncio.Event()
+        self.last_event_at = 0.0  # wall clock of the last event seen on the loop
+
+    # ----- any thread -------------------------------------------------------------------------
+    def add(self, rel: str, *, settled: bool = False) -> None:
+        """Mark `rel` dirty; `settled` when the event ends a write, so a shorter pause suffices."""
+        with self._lock:
+            self._batch.paths.add(rel)
+            self._settled = settled
+            self._signal_locked()
+
+    def rules_changed(self) -> None:
+        with self._lock:
+            self._batch.rules_changed = True
+            self._settled = False
+            self._signal_locked()
+
+    def request_full(self) -> None:
+        with self._lock:
+            self._batch.full = True
+            self._signal_locked()
+
+    def put_back(self, batch: Batch) -> None:
+        """Return a batch whose reconcile failed, to be retried with whatever came since."""
+        with self._lock:
+            self._batch.merge(batch)
+            self._signal_locked()
+
+    def _signal_locked(self) -> None:
+        # One pending wake-up at a time: a burst of 10,000 events costs the loop a few callbacks.
+        if not self._signalled:
+            self._signalled = True
+            self._loop.call_soon_threadsafe(self._on_signal)
+
+    @property
+    def pending(self) -> int:
+        with self._lock:
+            return len(self._batch.paths) + int(self._batch.rules_changed or self._batch.full)
+
+    # ----- event loop -------------------------------------------------------------------------
+    def _on_signal(self) -> None:
+        with self._lock:
+            self._signalled = False
+        self.last_event_at = time.time()
+        self._wake.set()
+
+    def _window(self) -> float:
+        with self._lock:
+            return self._settled_quiet if self._settled else self._quiet
+
+    def _take(self) -> Batch:
+        with self._lock:
+            batch, self._batch = self._batch, Batch()
+            return batch
+
+    def discard(self) -> None:
+        """Forget pending work (a full reconcile is about to cover it)."""
+        self._take()
+
+    async def next_batch(self) -> Batch:
+        """Wait for work, then for a pause in events (at most `max_wait_s`), and take the batch."""
+        while not self.pending:
+            self._wake.clear()
+            if self.pending:
+                break
+            await self._wake.wait()
+        with self._lock:
+            urgent = self._batch.full and not self._batch.paths
+        if not urgent:
+            deadline = self._loop.time() + self._max_wait
+            while (left := min(self._window(), deadline - self._loop.time())) > 0:
+                self._wake.clear()
+                try:
+                    await asyncio.wait_for(self._wake.wait(), left)
+                except TimeoutError:
+                    break
+        return self._take()
+
+
+class LibraryEvents(FileSystemEventHandler):
+    """Runs on watchdog's thread: turns events into library-relative dirty paths for a Coalescer.
+
+    Dot-directories, dot-files (editor temp files), non-Markdown files and the index folder never
+    reach the coalescer; `.gitignore` and `.markindexignore` changes flag the rules instead.
+    """
+
+    def __init__(self, root: Path, sink: Coalescer, *, exclude_dirs: Iterable[Path] = ()) -> None:
+        self.root = str(root)
+        self._prefix = self.root.rstrip(os.sep) + os.sep
+        self.sink = sink
+        self.exclude = [str(d).rstrip(os.sep) + os.sep for d in exclude_dirs]
+
+    def on_any_event(self, event: FileSystemEvent) -> None:
+        try:
+            dest = getattr(event, "dest_path", "")
+            # A closed file, or one renamed into place, is complete: no need to wait long.
+            closed = isinstance(event, FileClosedEvent)
+            self._mark(event.src_path, event.is_directory, settled=closed)
+            if dest:
+                self._mark(dest, event.is_directory, settled=not event.is_directory)
+        except Exception:  # never let a surprise kill watchdog's thread
+            log.exception("could not handle %r", event)
+
+    def _mark(self, raw: str | bytes, is_dir: bool, *, settled: bool = False) -> None:
+        path = os.fsdecode(raw)
+        if not path.startswith(self._prefix):
+            if path.rstrip(os.sep) == self.root and is_dir:
+                self.sink.request_full()  # the library folder itself moved or vanished
+            return
+        if any(path.startswith(x) or path + os.sep == x for x in self.exclude):
+            return
+        rel = path[len(self._prefix) :].replace(os.sep, "/")
+        parts = rel.split("/")
+        name = parts[-1]
+        if any(p.startswith(".") for p in parts[:-1]):
+            return
+        if name == ".gitignore" or (rel == IGNORE_FILE_NAME):
+            self.sink.rules_changed()
+            return
+        if name.startswith("."):
+            return
+        if is_dir or is_markdown(name):
+            self.sink.add(rel, settled=settled)
+
+
+@dataclass
+class WatchHandle:
+    """A running observer and how it watches (`inotify`, `polling`, … and why)."""
+
+    observer: BaseObserver
+    kind: str
+    notice: str = ""
+
+    def healthy(self) -> bool:
+        """False when the observer or one of its emitter threads died (e.g. a watch limit hit later)."""
+        if not self.observer.is_alive():
+            return False
+        return all(e.is_alive() for e in self.observer.emitters)
+
+    def stop(self) -> None:
+        try:
+            self.observer.stop()
+            self.observer.join(timeout=5)
+        except RuntimeError:
+            pass
+
+
+LIMIT_HINT = (
+    "the inotify watch limit is reached; watching by polling every {s:.0f} s instead "
+    "(raise it with `sysctl fs.inotify.max_user_watches=524288`, or pass --poll)"
+)
+
+
+def start_watching(
+    root: Path,
+    handler: FileSystemEventHandler,
+    *,
+    poll: bool = False,
+    observer_factory: Callable[[], BaseObserver] = Observer,
+) -> WatchHandle:
+    """Start a recursive observer on `root`; fall back to polling when inotify limits are hit."""
+    # watchdog warns (harmlessly, at length) when `mkdir -p` races its recursive watches.
+    warnings.filterwarnings("ignore", "Callback with id", RuntimeWarning, r"watchdog\.")
+    if not poll:
+        observer = observer_factory()
+        try:
+            observer.schedule(handler, str(root), recursive=True, event_filter=EVENT_TYPES)
+            observer.start()
+            return WatchHandle(observer, _kind(observer))
+        except OSError as exc:
+            if exc.errno not in (errno.ENOSPC, errno.EMFILE, errno.ENFILE):
+                raise
+            try:
+                observer.stop()
+            except RuntimeError:
+                pass
+            notice = LIMIT_HINT.format(s=DAEMON_POLL_INTERVAL_S) + f" [{exc.strerror or exc}]"
+            log.warning(notice)
+            return _start_polling(root, handler, notice)
+    return _start_polling(root, handler, "")
+
+
+def _start_polling(root: Path, handler: FileSystemEventHandler, notice: str) -> WatchHandle:
+    observer = PollingObserver(timeout=DAEMON_POLL_INTERVAL_S)
+    observer.schedule(handler, str(root), recursive=True, event_filter=EVENT_TYPES)
+    observer.start()
+    return WatchHandle(observer, "polling", notice)
+
+
+def _kind(observer: BaseObserver) -> str:
+    name = type(observer).__name__.lower()
+    for kind in ("inotify", "fsevents", "kqueue", "windows", "polling"):
+        if kind in name:
+            return kind
+    return name.removesuffix("observer") or "native"
+
+
+class OverflowAlarm(logging.Handler):
+    """watchdog only *logs* an inotify queue overflow; turn that log line into a full reconcile."""
+
+    def __init__(self, on_overflow: Callable[[], None]) -> None:
+        super().__init__(logging.WARNING)
+        self.on_overflow = on_overflow
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "overflow" in record.getMessage().lower():
+            self.on_overflow()
+
+    def install(self) -> None:
+        logging.getLogger("watchdog").addHandler(self)
+
+    def remove(self) -> None:
+        logging.getLogger("watchdog").removeHandler(self)

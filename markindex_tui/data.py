@@ -1,0 +1,194 @@
+"""What the app shows, read from the index; every function here runs in a worker thread.
+
+Each function takes the `Library` and uses `lib.store`, the calling thread's own read-only
+connection (APSW connections must not cross threads). Results are plain data for the UI thread.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from markindex_core.config import TUI_PREVIEW_MAX_LINES
+from markindex_core.library import Library
+from markindex_core.status import read_status
+
+RefKind = Literal["folder", "document", "node", "skipped", "more"]
+
+
+@dataclass(frozen=True)
+class Ref:
+    """What a tree line stands for; `key` survives a refresh of the index."""
+
+    kind: RefKind
+    path: str  # folder path ('' = library root) or document path
+    node_id: str = ""
+    start: int = 0  # first line of the node
+    end: int = 0  # last line of its whole subtree
+    offset: int = 0  # "more" entries: where the next page of the folder starts
+    reason: str = ""  # skipped files: why
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.kind, self.path, self.node_id)
+
+    @property
+    def doc_path(self) -> str | None:
+        return self.path if self.kind in ("document", "node") else None
+
+    @property
+    def folder(self) -> str:
+        """The folder this entry lives in (a folder is its own folder)."""
+        return self.path if self.kind == "folder" else self.path.rpartition("/")[0]
+
+
+@dataclass(frozen=True)
+class FolderListing:
+    folder: str
+    subfolders: list[tuple[str, int, int]]  # (name, documents, tokens)
+    docs: list[dict[str, Any]]
+    skipped: list[tuple[str, str]]  # (path, reason) of files the indexer could not use
+
+
+@dataclass(frozen=True)
+class DocListing:
+    doc: dict[str, Any]
+    nodes: list[dict[str, Any]]  # pre-order rows of `Store.nodes`
+
+    def children(self, parent_id: str | None) -> list[dict[str, Any]]:
+        return [n for n in self.nodes if n["parent_id"] == parent_id]
+
+
+@dataclass(frozen=True)
+class DocInfo:
+    """A document's metadata panel."""
+
+    doc: dict[str, Any]
+    links_out: list[dict[str, Any]]
+    links_in: list[dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class Preview:
+    """The lines of one tree entry, with their real line numbers."""
+
+    ref: Ref
+    info: DocInfo | None
+    start: int = 1
+    lines: list[str] = field(default_factory=list)
+    span_end: int = 0  # the entry's real last line (more than shown when cut)
+    title: str = ""
+    documents: int = 0  # folders: documents below
+
+    @property
+    def cut(self) -> bool:
+        return self.start + len(self.lines) - 1 < self.span_end
+
+
+@dataclass(frozen=True)
+class Status:
+    documents: int
+    skipped: int
+    last_index_at: float | None
+    writer: str  # "daemon" | "writer" | "none"
+
+
+def folder_listing(lib: Library, folder: str) -> FolderListing:
+    store = lib.store
+    subfolders, docs = store.folder_entries(folder)
+    skipped = [(p, r) for p, r in store.skipped() if p.rpartition("/")[0] == folder]
+    return FolderListing(folder, subfolders, docs, skipped)
+
+
+def doc_listing(lib: Library, path: str) -> DocListing | None:
+    store = lib.store
+    doc = store.document(path)
+    if doc is None:
+        return None
+    return DocListing(doc, store.nodes(doc["id"]))
+
+
+def doc_info(lib: Library, path: str) -> DocInfo | None:
+    store = lib.store
+    doc = store.document(path)
+    if doc is None:
+        return None
+    return DocInfo(doc, store.links_from(doc["id"]), store.links_to(path))
+
+
+def preview(
+    lib: Library,
+    ref: Ref,
+    info: DocInfo | None,
+    focus: tuple[int, int] | None = None,
+    max_lines: int = TUI_PREVIEW_MAX_LINES,
+) -> Preview:
+    """Load only `ref`'s line range (cut to `max_lines`, keeping `focus` lines in view).
+
+    `info` is reused when the caller already has this document's metadata.
+    """
+    doc_path = ref.doc_path
+    if ref.kind == "folder":
+        return Preview(ref, None, documents=lib.store.count_documents(ref.path))
+    if doc_path is None:
+        return Preview(ref, None)
+    if info is None or info.doc["path"] != doc_path:
+        info = doc_info(lib, doc_path)
+    if info is None:
+        return Preview(ref, None)
+    doc = info.doc
+    if ref.kind == "document":
+        start, end, title = 1, int(doc["line_count"]), str(doc["title"])
+    else:
+        node = lib.store.node(doc["id"], ref.node_id)
+        if node is None:
+            return Preview(ref, info)
+        start, end, title = node["start_line"], node["subtree_end"], str(node["title"] or "")
+    first = start
+    if focus is not None and focus[1] > start + max_lines - 1:
+        first = max(start, focus[0] - 10)
+    last = min(end, first + max_lines - 1)
+    lines = lib.store.read_lines(doc["id"], first, last)
+    return Preview(ref, info, first, lines, end, title)
+
+
+def more_lines(
+    lib: Library, p: Preview, start: int, count: int = TUI_PREVIEW_MAX_LINES
+) -> list[str]:
+    """The next window of `p`'s range, from `start`."""
+    if p.info is None or start > p.span_end:
+        return []
+    return lib.store.read_lines(p.info.doc["id"], start, min(p.span_end, start + count - 1))
+
+
+def status(lib: Library) -> Status:
+    """Index totals and who writes it, via the core's `read_status` (shared with the CLI)."""
+    info = read_status(lib)
+    if info["daemon_writing"]:
+        writer = "daemon"
+    elif info["writer_locked"]:
+        writer = "writer"  # e.g. a `markindex index` run
+    else:
+        writer = "none"
+    return Status(
+        documents=int(info["documents"]),
+        skipped=len(info["skipped"]),
+        last_index_at=info["last_index_at"],
+        writer=writer,
+    )
+
+
+def age(seconds_ago: float) -> str:
+    """'just now', '5 min ago', '3 h ago', '2 days ago'."""
+    if seconds_ago < 60:
+        return "just now"
+    if seconds_ago < 3600:
+        return f"{int(seconds_ago // 60)} min ago"
+    if seconds_ago < 86400:
+        return f"{int(seconds_ago // 3600)} h ago"
+    return f"{int(seconds_ago // 86400)} days ago"
+
+
+def now() -> float:
+    return time.time()

@@ -1,0 +1,204 @@
+"""The main screen: library tree on the left, metadata and original lines on the right."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import TYPE_CHECKING, ClassVar
+
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical
+from textual.screen import Screen
+from textual.widgets import Footer, Tree
+
+from markindex_core.config import TUI_POLL_SECONDS, TUI_WRITER_POLL_SECONDS
+from markindex_core.errors import MarkindexError
+from markindex_core.search import Hit
+from markindex_tui import data
+from markindex_tui.data import DocInfo, Ref
+from markindex_tui.screens.search import SearchScreen, scopes_for
+from markindex_tui.widgets.doc_info import DocInfo as DocInfoPanel
+from markindex_tui.widgets.library_tree import LibraryTree
+from markindex_tui.widgets.lines_view import LinesView
+from markindex_tui.widgets.status_bar import StatusBar
+
+if TYPE_CHECKING:
+    from markindex_tui.app import MarkindexApp
+
+
+class BrowseScreen(Screen[None]):
+    """Follows the index live: a commit by another process refreshes tree, preview and status."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("slash", "search", "Search"),
+        Binding("c", "copy_citation", "Copy citation"),
+        Binding("r", "reload", "Reload"),
+        Binding("i", "update_index", "Update index", show=False),
+        Binding("ctrl+l", "focus_lines", "Focus preview", show=False),
+        Binding("ctrl+t", "focus_tree", "Focus tree", show=False),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._info_cache: dict[str, DocInfo] = {}
+        self._hit: tuple[tuple[str, str, str], tuple[int, int], str] | None = None
+        self._data_version: int | None = None
+        self.last_query = ""
+        self.last_scope = "library"
+        self.last_preview_ms = 0.0  # highlight → lines shown (the benchmark reads it)
+
+    @property
+    def mapp(self) -> MarkindexApp:
+        return self.app  # type: ignore[return-value]
+
+    def compose(self) -> ComposeResult:
+        lib = self.mapp.lib
+        with Horizontal(id="panes"):
+            yield LibraryTree(lib, id="tree")
+            with Vertical(id="right"):
+                yield DocInfoPanel(id="info")
+                yield LinesView(id="lines")
+        yield StatusBar(lib.root.name, self.mapp.clock, id="status")
+        yield Footer(show_command_palette=False)
+
+    def on_mount(self) -> None:
+        self.query_one(LinesView).cursor_blink = self.mapp.cursor_blink
+        self.query_one(LibraryTree).focus()
+        self._data_version = self.mapp.lib.store.data_version()
+        self.refresh_status()
+        self.set_interval(TUI_POLL_SECONDS, self._poll_index, name="poll-index")
+        self.set_interval(TUI_WRITER_POLL_SECONDS, self.refresh_status, name="poll-writer")
+
+    # ----- preview ------------------------------------------------------------------------------
+    @on(Tree.NodeHighlighted, "#tree")
+    def _highlighted(self, event: Tree.NodeHighlighted[Ref]) -> None:
+        ref = event.node.data
+        if ref is not None:
+            self.load_preview(ref)
+
+    @work(exclusive=True, group="preview", exit_on_error=False)
+    async def load_preview(self, ref: Ref, keep_scroll: bool = False) -> None:
+        """Read only this entry's lines in a thread; a newer highlight cancels this one."""
+        t0 = time.perf_counter()
+        focus = self._hit[1] if self._hit is not None and self._hit[0] == ref.key else None
+        cached = self._info_cache.get(ref.doc_path or "")
+        p = await asyncio.to_thread(data.preview, self.mapp.lib, ref, cached, focus)
+        if p.info is not None:
+            self._info_cache[p.info.doc["path"]] = p.info
+        self.query_one(DocInfoPanel).show(p)
+        self.query_one(LinesView).show(p, focus, keep_scroll=keep_scroll)
+        self.last_preview_ms = (time.perf_counter() - t0) * 1000
+
+    @on(LinesView.NeedMore)
+    def _need_more(self, event: LinesView.NeedMore) -> None:
+        self.load_more(event.start)
+
+    @work(exclusive=True, group="preview-more", exit_on_error=False)
+    async def load_more(self, start: int) -> None:
+        view = self.query_one(LinesView)
+        p = view.shown
+        if p is None:
+            return
+        lines = await asyncio.to_thread(data.more_lines, self.mapp.lib, p, start)
+        if view.shown is p and (grown := view.append(start, lines)) is not None:
+            self.query_one(DocInfoPanel).show(grown, keep_scroll=True)
+
+    # ----- search -------------------------------------------------------------------------------
+    def action_search(self) -> None:
+        ref = self.query_one(LibraryTree).selected_ref()
+        scopes = scopes_for(ref.folder if ref else "", ref.doc_path if ref else None)
+        index = next((i for i, s in enumerate(scopes) if s.kind == self.last_scope), 0)
+        screen = SearchScreen(self.mapp.lib, scopes, index, self.last_query)
+
+        def chosen(hit: Hit | None) -> None:
+            self.last_query, self.last_scope = screen.query_text, screen.scope.kind
+            if hit is not None:
+                self.jump_to(hit)
+
+        self.app.push_screen(screen, chosen)
+
+    @work(exclusive=True, group="jump", exit_on_error=False)
+    async def jump_to(self, hit: Hit) -> None:
+        """Open the tree down to the hit's node and select its passage in the preview."""
+        key = ("node", hit.doc_path, hit.node_id)
+        self._hit = (key, (hit.passage_start, hit.passage_end), hit.citation)
+        tree = self.query_one(LibraryTree)
+        node = await tree.reveal(hit.doc_path, hit.node_id)
+        tree.focus()
+        if node is not None and node.data is not None:
+            self.load_preview(node.data)
+
+    # ----- citation -----------------------------------------------------------------------------
+    def citation(self) -> str | None:
+        """`[doc_path, Lx-y]` of the entry under the cursor (the found passage after a search)."""
+        ref = self.query_one(LibraryTree).selected_ref()
+        if ref is None or ref.doc_path is None:
+            return None
+        if self._hit is not None and self._hit[0] == ref.key:
+            return self._hit[2]
+        if ref.kind == "node":
+            return f"[{ref.path}, L{ref.start}-{ref.end}]"
+        info = self._info_cache.get(ref.path)
+        lines = int(info.doc["line_count"]) if info is not None else 1
+        return f"[{ref.path}, L1-{lines}]"
+
+    def action_copy_citation(self) -> None:
+        cite = self.citation()
+        if cite is None:
+            self.notify("select a document or a section first", severity="warning")
+            return
+        self.app.copy_to_clipboard(cite)
+        self.notify(cite, title="citation copied")
+
+    # ----- live index ---------------------------------------------------------------------------
+    def _poll_index(self) -> None:
+        try:
+            version = self.mapp.lib.store.data_version()
+        except MarkindexError:
+            return
+        if version != self._data_version:
+            self._data_version = version
+            self.refresh_index()
+
+    @work(exclusive=True, group="refresh", exit_on_error=False)
+    async def refresh_index(self) -> None:
+        """Another connection committed: re-read what is on screen, keeping the cursor."""
+        self._info_cache.clear()
+        tree = self.query_one(LibraryTree)
+        await tree.reload()
+        self.refresh_status()
+        ref = tree.selected_ref()
+        if ref is not None:
+            self.load_preview(ref, keep_scroll=True)
+
+    def action_reload(self) -> None:
+        self.refresh_index()
+
+    @work(exclusive=True, group="status", exit_on_error=False)
+    async def refresh_status(self) -> None:
+        status = await asyncio.to_thread(data.status, self.mapp.lib)
+        self.query_one(StatusBar).set_status(status, watching=self.mapp.watch_label())
+
+    @work(thread=True, exclusive=True, group="update-index", exit_on_error=False)
+    def action_update_index(self) -> None:
+        """Bring the index up to date now (fails fast when a daemon is the writer)."""
+        if self.mapp.watcher is not None:
+            self.app.call_from_thread(self.notify, "the watcher keeps the index current")
+            return
+        try:
+            report = self.mapp.lib.index()
+        except MarkindexError as exc:
+            self.app.call_from_thread(self.notify, exc.message, severity="error")
+            return
+        changes = len(report.added) + len(report.updated) + len(report.removed)
+        self.app.call_from_thread(
+            self.notify, f"{changes} documents changed", title="index updated"
+        )
+
+    def action_focus_lines(self) -> None:
+        self.query_one(LinesView).focus()
+
+    def action_focus_tree(self) -> None:
+        self.query_one(LibraryTree).focus()

@@ -1,0 +1,117 @@
+"""Shown when the library has no index yet: offers to build it, with a progress bar."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical
+from textual.screen import Screen
+from textual.widgets import Button, Footer, ProgressBar, Static
+
+from markindex_core.errors import MarkindexError
+from markindex_core.library import Library
+
+
+def shown_path(lib: Library) -> str:
+    """The index path as the user thinks of it (relative to the library when inside it)."""
+    try:
+        return str(lib.db_path.relative_to(lib.root))
+    except ValueError:
+        return str(lib.db_path)
+
+
+class BuildScreen(Screen[bool]):
+    """Dismissed with True once the index exists, False when the user declines."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("enter,b", "build", "Build the index"),
+        Binding("escape,q", "decline", "Quit"),
+    ]
+    DEFAULT_CSS = """
+    BuildScreen { align: center middle; }
+    BuildScreen > Vertical {
+        width: 72; height: auto; padding: 1 2;
+        border: round $primary; background: $surface;
+    }
+    BuildScreen #build-text { margin-bottom: 1; }
+    BuildScreen #build-progress { display: none; margin-bottom: 1; }
+    BuildScreen.-building #build-progress { display: block; }
+    BuildScreen.-building Horizontal { display: none; }
+    BuildScreen #build-file { height: 1; color: $text-muted; }
+    BuildScreen Horizontal { height: auto; align-horizontal: center; }
+    BuildScreen Button { margin: 0 1; }
+    """
+
+    def __init__(self, lib: Library, reason: str = "") -> None:
+        super().__init__()
+        self.lib = lib
+        self.reason = reason
+        self._progress: tuple[int, int, str] = (0, 0, "")
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            head = (
+                Text.assemble("The index cannot be used: ", self.reason, "\nRebuilding it")
+                if self.reason
+                else Text.assemble(
+                    "No index yet for ", (self.lib.root.name, "bold"), ".\nBuilding it"
+                )
+            )
+            head.append(" reads every Markdown file once and writes ")
+            head.append(shown_path(self.lib), style="bold")
+            head.append(". Later runs only re-read changed files.")
+            yield Static(head, id="build-text")
+            yield ProgressBar(id="build-progress", show_eta=False)
+            yield Static("", id="build-file")
+            with Horizontal():
+                yield Button("Build index", id="build", variant="primary")
+                yield Button("Quit", id="quit")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one(Vertical).border_title = "markindex"
+
+    @on(Button.Pressed, "#build")
+    def action_build(self) -> None:
+        if self.has_class("-building"):
+            return
+        self.add_class("-building")
+        self.set_interval(0.1, self._show_progress, name="build-progress")
+        self.build()
+
+    @on(Button.Pressed, "#quit")
+    def action_decline(self) -> None:
+        if not self.has_class("-building"):
+            self.dismiss(False)
+
+    def _on_progress(self, done: int, total: int, path: str) -> None:
+        # Runs in the indexing thread: only store; a timer on the UI thread draws it.
+        self._progress = (done, total, path)
+
+    def _show_progress(self) -> None:
+        done, total, path = self._progress
+        if total:
+            self.query_one(ProgressBar).update(total=total, progress=done)
+        self.query_one("#build-file", Static).update(Text(path[-66:], no_wrap=True))
+
+    @work(thread=True, exclusive=True, group="build", exit_on_error=False)
+    def build(self) -> None:
+        try:
+            report = self.lib.index(progress=self._on_progress)
+        except MarkindexError as exc:
+            self.app.call_from_thread(self._failed, exc)
+            return
+        self.app.call_from_thread(self._done, len(report.added), len(report.skipped))
+
+    def _failed(self, exc: MarkindexError) -> None:
+        self.remove_class("-building")
+        self.query_one("#build-file", Static).update(Text(str(exc), style="bold"))
+
+    def _done(self, added: int, skipped: int) -> None:
+        msg = f"indexed {added} documents" + (f", skipped {skipped}" if skipped else "")
+        self.app.notify(msg, title="index built")
+        self.dismiss(True)

@@ -1,0 +1,95 @@
+"""The selected entry's original lines, numbered as in the file; a cited passage is selected."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from textual.message import Message
+from textual.widgets import TextArea
+from textual.widgets.text_area import Selection
+
+from markindex_tui.data import Preview
+
+
+class LinesView(TextArea):
+    """Read-only, holding a window of the entry's range that grows as the reader scrolls down.
+
+    Only the window is read from the index and laid out, so a 5 MB document costs no more than
+    a short section; `NeedMore` asks for the next window when the bottom comes near.
+    """
+
+    class NeedMore(Message):
+        def __init__(self, start: int) -> None:
+            super().__init__()
+            self.start = start
+
+    DEFAULT_CSS = """
+    LinesView { border: none; padding: 0; height: 1fr; }
+    LinesView:focus { border: none; }
+    """
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(
+            "",
+            read_only=True,
+            show_line_numbers=True,
+            soft_wrap=True,
+            highlight_cursor_line=False,
+            **kwargs,
+        )
+        self.shown: Preview | None = None
+        self._asked = False
+
+    def on_mount(self) -> None:
+        self.watch(self, "scroll_y", self._scrolled, init=False)
+
+    def _scrolled(self, y: float) -> None:
+        p = self.shown
+        if p is None or self._asked or not p.cut:
+            return
+        if self.max_scroll_y - y <= self.size.height * 2:
+            self._asked = True
+            self.post_message(self.NeedMore(p.start + len(p.lines)))
+
+    def append(self, start: int, lines: list[str]) -> Preview | None:
+        """Add the next window (ignored when the view moved on meanwhile)."""
+        p = self.shown
+        if p is None or start != p.start + len(p.lines) or not lines:
+            return None
+        self.insert("\n" + "\n".join(lines), self.document.end, maintain_selection_offset=True)
+        self.shown = replace(p, lines=p.lines + lines)
+        self._asked = False
+        self._scrolled(self.scroll_y)
+        return self.shown
+
+    def show(
+        self, p: Preview, focus: tuple[int, int] | None = None, keep_scroll: bool = False
+    ) -> None:
+        """Load `p`'s lines; select `focus` (first, last line) and bring it into view."""
+        scroll = self.scroll_offset
+        self.shown = p
+        self._asked = False
+        self.load_text("\n".join(p.lines))
+        self.show_line_numbers = bool(p.lines)
+        self.line_number_start = p.start
+        if focus is not None and p.lines:
+            last_row = len(p.lines) - 1
+            r0 = min(max(focus[0] - p.start, 0), last_row)
+            r1 = min(max(focus[1] - p.start, r0), last_row)
+            self.selection = Selection((r1, len(p.lines[r1])), (r0, 0))
+            self.call_after_refresh(self._scroll_to_row, r0)
+        elif keep_scroll:
+            self.call_after_refresh(self.scroll_to, scroll.x, scroll.y, animate=False)
+        else:
+            self.scroll_home(animate=False)
+
+    def _scroll_to_row(self, row: int) -> None:
+        y = self.wrapped_document.location_to_offset((row, 0)).y
+        self.scroll_to(y=max(0, y - 2), animate=False)
+
+    def shown_range(self) -> tuple[int, int] | None:
+        """First and last line on screen in this view (real line numbers)."""
+        if self.shown is None or not self.shown.lines:
+            return None
+        return self.shown.start, self.shown.start + len(self.shown.lines) - 1

@@ -1,0 +1,63 @@
+"""One line under the panes: documents, index freshness, and who is writing the index."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from rich.text import Text
+from textual.widgets import Static
+
+from markindex_tui.data import Status, age
+
+
+def render_status(name: str, s: Status, now: float, watching: str, note: str = "") -> Text:
+    text = Text.assemble((f" {name} ", "bold"), f"· {s.documents:,} documents")
+    if s.skipped:
+        text.append(f" · {s.skipped} skipped")
+    if s.last_index_at is not None:
+        text.append(f" · indexed {age(max(0.0, now - s.last_index_at))}")
+    if watching:
+        text.append(f" · {watching}", style="bold")
+    elif s.writer == "daemon":
+        text.append(" · daemon writing", style="bold")
+    elif s.writer == "writer":
+        text.append(" · being indexed", style="bold")
+    else:
+        text.append(" · no daemon", style="dim")
+    if note:
+        text.append(f" · {note}", style="italic")
+    return text
+
+
+class StatusBar(Static):
+    """Updated by the app whenever the index or the writer changes."""
+
+    DEFAULT_CSS = """
+    StatusBar {
+        height: 1;
+        background: $panel;
+        color: $foreground;
+    }
+    """
+
+    def __init__(self, library_name: str, clock: Callable[[], float], **kwargs: object) -> None:
+        super().__init__("", **kwargs)  # type: ignore[arg-type]
+        self.lib_name = library_name
+        self.clock = clock
+        self.status: Status | None = None
+        self.watching = ""
+        self.note = ""
+
+    def set_status(
+        self, status: Status | None = None, *, watching: str | None = None, note: str | None = None
+    ) -> None:
+        if status is not None:
+            self.status = status
+        if watching is not None:
+            self.watching = watching
+        if note is not None:
+            self.note = note
+        if self.status is not None:
+            self.update(
+                render_status(self.lib_name, self.status, self.clock(), self.watching, self.note)
+            )

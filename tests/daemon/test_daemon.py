@@ -1,0 +1,255 @@
+"""The daemon as users meet it: a real subprocess, a real folder, real watchdog events."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from markindex_core.library import Library
+from markindex_core.lock import WriterLock
+from markindex_core.status import read_status
+
+from .helpers import DaemonProcess, doc_paths, find, running_daemon, wait_for
+
+
+def _lib(tmp_path: Path, files: dict[str, str]) -> Path:
+    root = tmp_path / "lib"
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text, encoding="utf-8")
+    return root
+
+
+def test_file_and_folder_operations_reach_the_index(tmp_path: Path) -> None:
+    root = _lib(tmp_path, {"a.md": "# Apple\n\naardvark\n", "sub/b.md": "# Banana\n\nbadger\n"})
+    db = root / ".markindex" / "index.db"
+    with running_daemon(root, db):
+        assert doc_paths(db) == {"a.md", "sub/b.md"}
+        # create
+        (root / "c.md").write_text("# Cherry\n\ncheetah\n", encoding="utf-8")
+        wait_for(lambda: find(db, root, "cheetah") == {"c.md"})
+        # edit in place
+        (root / "a.md").write_text("# Apple\n\nalpaca\n", encoding="utf-8")
+        wait_for(lambda: find(db, root, "alpaca") == {"a.md"})
+        assert find(db, root, "aardvark") == set()
+        # editor atomic save: dot temp file, then rename over the document
+        tmp = root / ".a.md.swp"
+        tmp.write_text("# Apple\n\nantelope\n", encoding="utf-8")
+        os.replace(tmp, root / "a.md")
+        wait_for(lambda: find(db, root, "antelope") == {"a.md"})
+        # rename a file, move and delete folders
+        os.rename(root / "c.md", root / "sub" / "c2.md")
+        wait_for(lambda: doc_paths(db) == {"a.md", "sub/b.md", "sub/c2.md"})
+        os.rename(root / "sub", root / "moved")
+        wait_for(lambda: doc_paths(db) == {"a.md", "moved/b.md", "moved/c2.md"})
+        shutil.rmtree(root / "moved")
+        wait_for(lambda: doc_paths(db) == {"a.md"})
+        # a folder moved in from outside the library
+        outside = tmp_path / "outside"
+        (outside / "deep").mkdir(parents=True)
+        (outside / "deep" / "d.md").write_text("# Dingo\n\ndingo\n", encoding="utf-8")
+        os.rename(outside, root / "inside")
+        wait_for(lambda: doc_paths(db) == {"a.md", "inside/deep/d.md"})
+        # .gitignore rules added and removed; nested .gitignore too
+        (root / ".gitignore").write_text("inside/\n", encoding="utf-8")
+        wait_for(lambda: doc_paths(db) == {"a.md"})
+        (root / ".gitignore").write_text("", encoding="utf-8")
+        wait_for(lambda: doc_paths(db) == {"a.md", "inside/deep/d.md"})
+        (root / "inside" / ".gitignore").write_text("deep/\n", encoding="utf-8")
+        wait_for(lambda: doc_paths(db) == {"a.md"})
+        # dot-folders, non-Markdown files and the index folder never enter the index
+        (root / ".git").mkdir()
+        (root / ".git" / "x.md").write_text("# Hidden\n", encoding="utf-8")
+        (root / "notes.txt").write_text("text", encoding="utf-8")
+        (root / "e.md").write_text("# Eel\n\neel\n", encoding="utf-8")
+        wait_for(lambda: find(db, root, "eel") == {"e.md"})
+        assert doc_paths(db) == {"a.md", "e.md"}
+        # the root .markindexignore counts like a .gitignore
+        (root / ".markindexignore").write_text("e.md\n", encoding="utf-8")
+        wait_for(lambda: doc_paths(db) == {"a.md"})
+        (root / ".markindexignore").unlink()
+        wait_for(lambda: doc_paths(db) == {"a.md", "e.md"})
+
+
+def test_status_reports_the_writing_daemon(tmp_path: Path) -> None:
+    root = _lib(tmp_path, {"a.md": "# A\n\nalpha\n", "big.md": "# Big\n"})
+    db = tmp_path / "idx" / "index.db"
+    with running_daemon(root, db) as d:
+        st = read_status(Library(root, db))
+        assert st["indexed"] and st["documents"] == 2 and st["nodes"] >= 2
+        assert st["daemon_writing"] and st["writer_locked"]
+        daemon = st["daemon"]
+        assert daemon["pid"] == d.proc.pid and daemon["alive"] and daemon["writing"]
+        assert daemon["observer"] == "inotify" and daemon["queue"] == 0
+        assert daemon["heartbeat_age"] < 5 and daemon["last_reconcile_at"]
+        out = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "markindex_core",
+                "status",
+                str(root),
+                "--db",
+                str(db),
+                "--json",
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        assert json.loads(out.stdout)["daemon"]["pid"] == d.proc.pid
+        text = subprocess.run(
+            [sys.executable, "-m", "markindex_core", "status", str(root), "--db", str(db)],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        assert "documents 2" in text and f"pid {d.proc.pid}, writing" in text
+    st = read_status(Library(root, db))
+    assert not st["daemon_writing"] and not st["writer_locked"]
+    assert st["daemon"]["state"] == "stopped" and not st["daemon"]["alive"]
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_signals_stop_cleanly_and_free_the_lock(tmp_path: Path, sig: int) -> None:
+    root = _lib(tmp_path, {"a.md": "# A\n"})
+    db = tmp_path / "idx" / "index.db"
+    d = DaemonProcess(root, db)
+    d.wait_writing()
+    assert d.stop(sig) == 0, d.log
+    assert d.status()["state"] == "stopped"
+    assert WriterLock(db).try_acquire()
+
+
+def test_read_only_while_another_process_writes_then_takes_over(tmp_path: Path) -> None:
+    root = _lib(tmp_path, {"a.md": "# A\n\nalpha\n"})
+    db = tmp_path / "idx" / "index.db"
+    Library(root, db).index()
+    other = WriterLock(db)
+    assert other.try_acquire()  # e.g. a long `markindex index` in another process
+    d = DaemonProcess(root, db)
+    try:
+        wait_for(lambda: "serving read-only" in d.log)
+        (root / "b.md").write_text("# B\n\nbeluga\n", encoding="utf-8")
+        assert find(db, root, "alpha") == {"a.md"}  # reads keep working
+        assert read_status(Library(root, db))["writer_locked"]
+        other.release()
+        d.wait_writing()
+        wait_for(lambda: find(db, root, "beluga") == {"b.md"})  # reconciled on takeover
+    finally:
+        other.release()
+        assert d.stop() == 0, d.log
+
+
+def test_a_second_daemon_waits_then_takes_over(tmp_path: Path) -> None:
+    root = _lib(tmp_path, {"a.md": "# A\n"})
+    db = tmp_path / "idx" / "index.db"
+    first = DaemonProcess(root, db)
+    first.wait_writing()
+    second = DaemonProcess(root, db)
+    try:
+        wait_for(lambda: "serving read-only" in second.log)
+        assert first.stop() == 0
+        second.wait_writing()
+        (root / "c.md").write_text("# C\n\ncapybara\n", encoding="utf-8")
+        wait_for(lambda: find(db, root, "capybara") == {"c.md"})
+    finally:
+        first.stop()
+        assert second.stop() == 0, second.log
+
+
+@pytest.mark.skipif(not hasattr(os, "getuid"), reason="POSIX permissions")
+def test_unreadable_files_are_skipped_and_the_loop_goes_on(tmp_path: Path) -> None:
+    root = _lib(tmp_path, {"ok.md": "# Ok\n\nokapi\n", "secret.md": "# Secret\n"})
+    (root / "locked").mkdir()
+    (root / "locked" / "x.md").write_text("# X\n", encoding="utf-8")
+    os.chmod(root / "secret.md", 0)
+    os.chmod(root / "locked", 0)
+    db = tmp_path / "idx" / "index.db"
+    db.parent.mkdir()
+    user = None
+    if os.getuid() == 0:  # root reads everything: run the daemon as an unprivileged user
+        user = 65534
+        try:
+            subprocess.run([sys.executable, "-c", "pass"], user=user, check=True)
+        except (OSError, subprocess.CalledProcessError):
+            pytest.skip(
+                "running as root, and the interpreter is not usable by an unprivileged user"
+            )
+        for p in (tmp_path, root, db.parent):
+            os.chmod(p, 0o777)
+    d = DaemonProcess(root, db, user=user)
+    try:
+        d.wait_writing()
+        st = read_status(Library(root, db))
+        assert {s["path"] for s in st["skipped"]} == {"secret.md"}
+        assert any(e["path"] == "locked" for e in st["daemon"]["errors"])
+        (root / "new.md").write_text("# New\n\nnewt\n", encoding="utf-8")
+        os.chmod(root / "new.md", 0o644)
+        wait_for(lambda: find(db, root, "newt") == {"new.md"})
+    finally:
+        os.chmod(root / "locked", 0o755)
+        assert d.stop() == 0, d.log
+
+
+def test_polling_mode(tmp_path: Path) -> None:
+    root = _lib(tmp_path, {"a.md": "# A\n"})
+    db = tmp_path / "idx" / "index.db"
+    with running_daemon(root, db, "--poll") as d:
+        assert d.status()["observer"] == "polling"
+        tmp = root / ".b.md.tmp"
+        tmp.write_text("# B\n\nbison\n", encoding="utf-8")
+        os.replace(tmp, root / "b.md")
+        wait_for(lambda: find(db, root, "bison") == {"b.md"}, timeout=15)
+
+
+def test_bad_arguments_fail_fast(tmp_path: Path) -> None:
+    root = _lib(tmp_path, {"a.md": "# A\n"})
+    r = subprocess.run(
+        [sys.executable, "-m", "markindex_core", "daemon", str(root), "--ignore", "../x"],
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 1 and "leaves the library" in r.stderr
+
+
+def test_sigterm_interrupts_a_long_first_build_and_the_index_stays_whole(tmp_path: Path) -> None:
+    para = "Long paragraph about watchers, indexes and readers. " * 40 + "\n\n"
+    files = {
+        f"d{i // 50}/f{i}.md": f"# File {i}\n\n" + "## Part\n\n".join([para] * 10)
+        for i in range(400)
+    }
+    root = _lib(tmp_path, files)
+    db = tmp_path / "idx" / "index.db"
+    d = DaemonProcess(root, db)
+    try:
+        wait_for(lambda: d.status().get("busy"), timeout=30, interval=0.01)
+    finally:
+        t0 = time.monotonic()
+        assert d.stop(timeout=10) == 0, d.log
+    assert time.monotonic() - t0 < 5  # the build is interrupted, not waited for
+    assert d.status()["state"] == "stopped"
+    report = Library(root, db).index()  # the index opens, and the next run completes the work
+    assert len(report.added) + report.unchanged == 400
+
+
+def test_a_rewrite_that_keeps_size_and_mtime_is_still_seen(tmp_path: Path) -> None:
+    """Coarse file-system clocks can give two quick same-size saves one mtime ("racy clean")."""
+    root = _lib(tmp_path, {"a.md": "# A\n\nwalrus\n"})
+    db = tmp_path / "idx" / "index.db"
+    with running_daemon(root, db):
+        assert find(db, root, "walrus") == {"a.md"}
+        st = (root / "a.md").stat()
+        tmp = root / ".a.md.tmp"
+        tmp.write_text("# A\n\nwombat\n", encoding="utf-8")  # same size
+        os.utime(tmp, ns=(st.st_atime_ns, st.st_mtime_ns))  # same mtime, as a coarse clock gives
+        os.replace(tmp, root / "a.md")
+        wait_for(lambda: find(db, root, "wombat") == {"a.md"})

@@ -1,0 +1,85 @@
+"""`markindex daemon ROOT` serves MCP over stdio while it indexes, in one process."""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+from pathlib import Path
+
+import anyio
+import pytest
+from mcp import Client, StdioServerParameters
+
+from markindex_core.status import read_status_file
+
+from .helpers import wait_for
+from .workload import Workload
+
+
+def _payload(result: object) -> dict[str, object]:
+    text = result.content[0].text  # type: ignore[attr-defined]
+    return json.loads(text)  # type: ignore[no-any-return]
+
+
+@pytest.mark.timeout(90)
+async def test_tool_calls_answer_while_the_daemon_indexes(tmp_path: Path) -> None:
+    root = tmp_path / "lib"
+    root.mkdir()
+    work = Workload(root, seed=5)
+    work.setup()
+    db = tmp_path / "idx" / "index.db"
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "markindex_core", "daemon", str(root), "--db", str(db)],
+    )
+    latencies: list[float] = []
+    errors: list[str] = []
+    async with Client(params, read_timeout_seconds=30) as client:
+        # `initialize` answered at once; the first reconcile runs in the background.
+        await anyio.to_thread.run_sync(
+            lambda: wait_for(lambda: (read_status_file(db) or {}).get("reconciles"), 30)
+        )
+        done = threading.Event()
+
+        def churn() -> None:
+            try:
+                work.run(300, checkouts_every=100)
+            finally:
+                done.set()
+
+        worker = threading.Thread(target=churn, daemon=True)
+        worker.start()
+        while not done.is_set():
+            t0 = time.perf_counter()
+            result = await client.call_tool("search_documents", {"query": "alpha river"})
+            latencies.append(time.perf_counter() - t0)
+            if result.is_error:
+                errors.append(result.content[0].text[:300])  # type: ignore[union-attr]
+        worker.join()
+        marker = root / "notes" / "fresh-after-churn.md"
+        marker.write_text("# Zymurgy\n\nThe zymurgy handbook.\n", encoding="utf-8")
+
+        async def found() -> bool:
+            r = await client.call_tool("search_documents", {"query": "zymurgy"})
+            return "fresh-after-churn.md" in json.dumps(_payload(r), ensure_ascii=False)
+
+        deadline = time.monotonic() + 10
+        while not await found():
+            assert time.monotonic() < deadline, "new file never became searchable over MCP"
+            await anyio.sleep(0.05)
+    # Closing stdin stops the daemon cleanly: it says so in its status and frees the lock.
+    st = await anyio.to_thread.run_sync(
+        lambda: wait_for(lambda: (s := read_status_file(db)) and s["state"] == "stopped" and s, 10)
+    )
+    assert st and st["writing"] is False
+    assert not errors, errors[:3]
+    latencies.sort()
+    p50, p95 = latencies[len(latencies) // 2], latencies[int(len(latencies) * 0.95)]
+    print(
+        f"{len(latencies)} MCP searches during churn: p50 {p50 * 1000:.0f} ms, "
+        f"p95 {p95 * 1000:.0f} ms, max {latencies[-1] * 1000:.0f} ms"
+    )
+    assert len(latencies) > 20
+    assert p95 < 0.5, latencies[-10:]

@@ -1,0 +1,128 @@
+"""watch.py: coalescing, event filtering with a real observer, inotify-limit fallback."""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import logging
+import os
+import threading
+from pathlib import Path
+
+from watchdog.observers import Observer
+
+from markindex_core.watch import (
+    Coalescer,
+    LibraryEvents,
+    OverflowAlarm,
+    minimal_paths,
+    start_watching,
+)
+
+
+def test_minimal_paths_drops_what_a_dirty_folder_covers() -> None:
+    assert minimal_paths(["a/b.md", "a", "ab.md", "c/d/e.md", "c/d"]) == ["a", "ab.md", "c/d"]
+
+
+async def test_a_burst_is_one_batch() -> None:
+    c = Coalescer(asyncio.get_running_loop(), quiet_s=0.05, max_wait_s=1.0)
+    threads = [threading.Thread(target=c.add, args=(f"f{i}.md",)) for i in range(200)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    batch = await asyncio.wait_for(c.next_batch(), 2)
+    assert len(batch.paths) == 200 and not batch.full
+    assert c.pending == 0
+
+
+async def test_a_steady_stream_is_flushed_by_the_maximum_wait() -> None:
+    loop = asyncio.get_running_loop()
+    c = Coalescer(loop, quiet_s=0.05, max_wait_s=0.2)
+    stop = asyncio.Event()
+
+    async def stream() -> None:
+        i = 0
+        while not stop.is_set():
+            c.add(f"f{i}.md")
+            i += 1
+            await asyncio.sleep(0.01)  # never quiet for 50 ms
+
+    task = asyncio.create_task(stream())
+    t0 = loop.time()
+    batch = await asyncio.wait_for(c.next_batch(), 2)
+    waited = loop.time() - t0
+    stop.set()
+    await task
+    assert batch.paths and 0.15 <= waited < 0.6
+
+
+async def test_full_requests_skip_the_quiet_window() -> None:
+    loop = asyncio.get_running_loop()
+    c = Coalescer(loop, quiet_s=5.0, max_wait_s=10.0)
+    c.request_full()
+    batch = await asyncio.wait_for(c.next_batch(), 1)
+    assert batch.full
+
+
+async def test_only_library_markdown_reaches_the_coalescer(tmp_path: Path) -> None:
+    root = tmp_path / "lib"
+    (root / "docs").mkdir(parents=True)
+    (root / ".git").mkdir()
+    (root / "index").mkdir()
+    c = Coalescer(asyncio.get_running_loop(), quiet_s=0.1, max_wait_s=1.0)
+    handler = LibraryEvents(root, c, exclude_dirs=[root / "index"])
+    watch = start_watching(root, handler)
+    try:
+        (root / ".git" / "HEAD.md").write_text("x", encoding="utf-8")
+        (root / "index" / "index.db-wal").write_text("x", encoding="utf-8")
+        (root / "index" / "stray.md").write_text("x", encoding="utf-8")
+        (root / "docs" / ".a.md.swp").write_text("x", encoding="utf-8")
+        (root / "docs" / "notes.txt").write_text("x", encoding="utf-8")
+        tmp = root / "docs" / ".a.md.tmp"
+        tmp.write_text("# A\n", encoding="utf-8")
+        os.replace(tmp, root / "docs" / "a.md")
+        os.rename(root / "docs", root / "moved")
+        batch = await asyncio.wait_for(c.next_batch(), 3)
+        assert not batch.rules_changed
+        assert batch.paths <= {"docs", "moved", "docs/a.md", "moved/a.md"}
+        assert {"docs/a.md", "docs", "moved"} <= batch.paths
+        (root / "moved" / ".gitignore").write_text("*.md\n", encoding="utf-8")
+        batch = await asyncio.wait_for(c.next_batch(), 3)
+        assert batch.rules_changed and not batch.paths
+    finally:
+        watch.stop()
+
+
+class _NoWatchesLeft(Observer):  # type: ignore[misc,valid-type]
+    """A native observer on a machine whose inotify watch limit is used up."""
+
+    def start(self) -> None:
+        raise OSError(errno.ENOSPC, "inotify watch limit reached")
+
+
+async def test_inotify_limit_falls_back_to_polling(tmp_path: Path, caplog) -> None:  # type: ignore[no-untyped-def]
+    c = Coalescer(asyncio.get_running_loop(), quiet_s=0.05, max_wait_s=1.0)
+    with caplog.at_level(logging.WARNING, logger="markindex.watch"):
+        watch = start_watching(
+            tmp_path, LibraryEvents(tmp_path, c), observer_factory=_NoWatchesLeft
+        )
+    try:
+        assert watch.kind == "polling" and watch.healthy()
+        assert "max_user_watches" in watch.notice and "max_user_watches" in caplog.text
+    finally:
+        watch.stop()
+
+
+async def test_an_inotify_overflow_asks_for_a_full_reconcile() -> None:
+    c = Coalescer(asyncio.get_running_loop(), quiet_s=0.05, max_wait_s=1.0)
+    alarm = OverflowAlarm(c.request_full)
+    alarm.install()
+    try:
+        logging.getLogger("watchdog.observers.inotify_c").warning(
+            "Inotify queue overflowed; filesystem events were lost"
+        )
+    finally:
+        alarm.remove()
+    batch = await asyncio.wait_for(c.next_batch(), 1)
+    assert batch.full

@@ -1,0 +1,338 @@
+"""The terminal app driven like a person would: keys in, tree, preview and status out."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from textual.widgets import OptionList
+
+from markindex_core.library import Library
+from markindex_tui.app import MarkindexApp
+from markindex_tui.screens.browse import BrowseScreen
+from markindex_tui.screens.build import BuildScreen
+from markindex_tui.screens.help import HelpScreen
+from markindex_tui.screens.search import SearchScreen
+from markindex_tui.widgets.library_tree import LibraryTree
+from markindex_tui.widgets.lines_view import LinesView
+from markindex_tui.widgets.status_bar import StatusBar
+from tests.tui.conftest import SIZE, make_app, settle, wait_until
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def labels(node: object) -> list[str]:
+    return [c.label.plain for c in node.children]  # type: ignore[attr-defined]
+
+
+def tree_of(app: MarkindexApp) -> LibraryTree:
+    return app.screen.query_one(LibraryTree)
+
+
+async def test_open_expand_folder_and_document_and_see_section_lines(
+    sample_app: MarkindexApp,
+) -> None:
+    app = sample_app
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        tree = tree_of(app)
+        assert labels(tree.root) == ["guides/ 1", "laws/ 1", "specs/ 1", "README.md 63"]
+        await pilot.press("down", "enter")  # guides/
+        await settle(pilot)
+        assert tree.cursor_node is not None
+        assert labels(tree.cursor_node) == ["install.md 449"]
+        await pilot.press("down", "enter")  # install.md
+        await settle(pilot)
+        assert labels(tree.cursor_node) == ["(preface)", "Installing Widget Server"]
+        await pilot.press("down", "down", "right")  # Installing Widget Server, expanded
+        await settle(pilot)
+        section = tree.cursor_node
+        assert section is not None and section.label.plain == "Installing Widget Server"
+        kids = labels(section)
+        assert kids[0] == "Requirements"
+        assert kids[1].startswith("Installation + ")  # merged headings (keyItems) are shown
+        await pilot.press("down")  # Requirements: L12-17
+        await settle(pilot)
+        lines = app.screen.query_one(LinesView)
+        assert lines.line_number_start == 12
+        text = Path(app.lib.root, "guides/install.md").read_text(encoding="utf-8").splitlines()
+        assert lines.text.split("\n") == text[11:17]
+        screen = app.screen
+        assert isinstance(screen, BrowseScreen)
+        assert screen.citation() == "[guides/install.md, L12-17]"
+        await pilot.press("c")
+        assert app.clipboard == "[guides/install.md, L12-17]"
+
+
+async def test_document_metadata_and_status(sample_app: MarkindexApp) -> None:
+    app = sample_app
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("end")  # README.md
+        await settle(pilot)
+        preview = app.screen.query_one(LinesView).shown
+        assert preview is not None and preview.info is not None
+        assert preview.info.doc["path"] == "README.md"
+        assert preview.start == 1 and len(preview.lines) == 5
+        status = app.screen.query_one(StatusBar)
+        assert status.status is not None and status.status.documents == 4
+        assert "4 documents" in str(status.render())
+
+
+async def test_search_english_and_jump_to_the_passage(sample_app: MarkindexApp) -> None:
+    app = sample_app
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("slash")
+        await pilot.press(*"upgrade")
+        await settle(pilot)
+        search = app.screen
+        assert isinstance(search, SearchScreen)
+        assert search.result is not None and search.result.hits
+        hit = search.result.hits[0]
+        assert hit.doc_path == "guides/install.md"
+        assert search.query_one(OptionList).option_count == len(search.result.hits)
+        await pilot.press("enter")
+        await settle(pilot)
+        assert isinstance(app.screen, BrowseScreen)
+        tree = tree_of(app)
+        assert tree.cursor_node is not None and tree.cursor_node.data is not None
+        assert tree.cursor_node.data.key == ("node", hit.doc_path, hit.node_id)
+        lines = app.screen.query_one(LinesView)
+        sel = lines.selection
+        first = lines.line_number_start + min(sel.start[0], sel.end[0])
+        last = lines.line_number_start + max(sel.start[0], sel.end[0])
+        assert (first, last) == (hit.passage_start, hit.passage_end)
+        assert app.screen.citation() == hit.citation  # type: ignore[attr-defined]
+
+
+async def test_search_chinese_opens_the_law(sample_app: MarkindexApp) -> None:
+    app = sample_app
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("slash", *"核心数据")
+        await settle(pilot)
+        search = app.screen
+        assert isinstance(search, SearchScreen)
+        assert search.result is not None and search.result.hits
+        assert search.result.hits[0].doc_path == "laws/数据安全管理办法.md"
+        await pilot.press("enter")
+        await settle(pilot)
+        tree = tree_of(app)
+        assert tree.cursor_node is not None and tree.cursor_node.data is not None
+        assert tree.cursor_node.data.path == "laws/数据安全管理办法.md"
+        assert "核心数据" in app.screen.query_one(LinesView).selected_text
+
+
+async def test_scope_search_to_the_current_document(sample_app: MarkindexApp) -> None:
+    app = sample_app
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("down", "enter", "down")  # guides/ → install.md under the cursor
+        await settle(pilot)
+        await pilot.press("slash", *"数据 install")
+        await settle(pilot)
+        search = app.screen
+        assert isinstance(search, SearchScreen)
+        assert search.scope.kind == "library"
+        assert search.result is not None
+        everywhere = {h.doc_path for h in search.result.hits}
+        assert "laws/数据安全管理办法.md" in everywhere
+        await pilot.press("ctrl+s")  # folder guides/
+        await settle(pilot)
+        assert search.scope.kind == "folder" and search.scope.folder == "guides"
+        await pilot.press("ctrl+s")  # document guides/install.md
+        await settle(pilot)
+        assert search.scope.kind == "document"
+        assert search.result is not None and search.result.hits
+        assert {h.doc_path for h in search.result.hits} == {"guides/install.md"}
+        await pilot.press("escape")
+        await pilot.press("slash")  # the scope and query are remembered
+        await settle(pilot)
+        again = app.screen
+        assert isinstance(again, SearchScreen)
+        assert again.scope.kind == "document" and again.query_text == "数据 install"
+
+
+async def test_help_lists_every_binding(sample_app: MarkindexApp) -> None:
+    app = sample_app
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("question_mark")
+        await settle(pilot)
+        assert isinstance(app.screen, HelpScreen)
+        from markindex_tui.app import help_sections
+        from markindex_tui.screens.help import class_bindings
+
+        described = {
+            b.description
+            for _, classes, keep in help_sections()
+            for b in class_bindings(classes, keep)
+        }
+        for needed in (
+            "Search",
+            "Copy citation",
+            "Reload",
+            "Help",
+            "Scope",
+            "Open result",
+            "Expand",
+        ):
+            assert needed in described
+        await pilot.press("escape")
+        assert isinstance(app.screen, BrowseScreen)
+
+
+async def test_refresh_after_another_process_indexes(indexed_sample: Library) -> None:
+    root = indexed_sample.root
+    app = make_app(root)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press(
+            "down", "enter", "down", "enter", "down", "down"
+        )  # a section of install.md
+        await settle(pilot)
+        tree = tree_of(app)
+        before = tree.cursor_node.data if tree.cursor_node else None
+        assert before is not None and before.kind == "node"
+        (root / "guides" / "faq.md").write_text("# FAQ\n\nQuestions.\n", encoding="utf-8")
+        subprocess.run(
+            [sys.executable, "-m", "markindex_core", "index", str(root), "--json"],
+            check=True,
+            capture_output=True,
+            env={**os.environ, "PYTHONWARNDEFAULTENCODING": "0"},
+        )
+        await wait_until(
+            pilot,
+            lambda: (
+                (g := tree.node_for(("folder", "guides", ""))) is not None
+                and any(x.startswith("faq.md") for x in labels(g))
+            ),
+        )
+        await settle(pilot)
+        assert tree.cursor_node is not None and tree.cursor_node.data == before
+        status = app.screen.query_one(StatusBar).status
+        assert status is not None and status.documents == 5
+
+
+async def test_empty_library(tmp_path: Path) -> None:
+    root = tmp_path / "empty"
+    root.mkdir()
+    Library(root).index()
+    app = make_app(root)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        assert labels(tree_of(app).root) == ["no documents"]
+        await pilot.press("slash", *"anything")
+        await settle(pilot)
+        assert isinstance(app.screen, SearchScreen)
+        assert app.screen.result is not None and not app.screen.result.hits
+        await pilot.press("enter", "escape", "c")  # nothing to open, nothing to cite: no crash
+        await settle(pilot)
+        assert isinstance(app.screen, BrowseScreen)
+
+
+async def test_missing_index_offers_to_build_it(sample_library: Path) -> None:
+    app = make_app(sample_library)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        assert isinstance(app.screen, BuildScreen)
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: isinstance(app.screen, BrowseScreen))
+        await settle(pilot)
+        assert labels(tree_of(app).root) == ["guides/ 1", "laws/ 1", "specs/ 1", "README.md 63"]
+
+
+async def test_declining_the_build_quits(sample_library: Path) -> None:
+    app = make_app(sample_library)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("escape")
+        await pilot.pause()
+    assert not app.lib.has_index()
+
+
+async def test_binary_markdown_is_shown_as_skipped(sample_library: Path) -> None:
+    (sample_library / "guides" / "blob.md").write_bytes(bytes(range(256)) * 64)
+    Library(sample_library).index()
+    app = make_app(sample_library)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("down", "enter")
+        await settle(pilot)
+        tree = tree_of(app)
+        assert tree.cursor_node is not None
+        assert labels(tree.cursor_node) == ["install.md 449", "blob.md skipped"]
+        await pilot.press("down", "down")
+        await settle(pilot)
+        ref = tree.selected_ref()
+        assert ref is not None and ref.kind == "skipped" and ref.reason
+        preview = app.screen.query_one(LinesView).shown
+        assert preview is not None and preview.lines == []
+        status = app.screen.query_one(StatusBar).status
+        assert status is not None and status.skipped == 1
+
+
+async def test_watch_indexes_a_new_file_inside_the_app(indexed_sample: Library) -> None:
+    root = indexed_sample.root
+    app = make_app(root, watch=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        tree = tree_of(app)
+        await pilot.press("down", "enter")  # guides/
+        await wait_until(pilot, lambda: app.watch_label() == "watching")
+        (root / "guides" / "new.md").write_text("# New\n\nFresh text.\n", encoding="utf-8")
+        await wait_until(
+            pilot,
+            lambda: (
+                (g := tree.node_for(("folder", "guides", ""))) is not None
+                and any(x.startswith("new.md") for x in labels(g))
+            ),
+        )
+        assert "watching" in str(app.screen.query_one(StatusBar).render())
+
+
+def test_core_stays_headless() -> None:
+    code = (
+        "import sys, markindex_core.cli as c; c.build_parser(); "
+        "import markindex_core.library, markindex_core.search; "
+        "assert not any(m == 'textual' or m.startswith(('textual.', 'markindex_tui')) "
+        "for m in sys.modules), 'core imported the TUI'"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_cli_has_a_tui_command() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "markindex_core", "tui", "--help"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    assert "--watch" in out and "ROOT" in out
+
+
+async def test_big_folders_are_paged(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import markindex_tui.widgets.library_tree as library_tree
+
+    monkeypatch.setattr(library_tree, "TUI_FOLDER_PAGE", 2)
+    root = tmp_path / "many"
+    root.mkdir()
+    for i in range(5):
+        (root / f"d{i}.md").write_text(f"# Doc {i}\n\nzebra{i} text\n", encoding="utf-8")
+    Library(root).index()
+    app = make_app(root)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        tree = tree_of(app)
+        assert labels(tree.root) == ["d0.md 5", "d1.md 5", "… 3 more (enter)"]
+        await pilot.press("down", "down", "down", "enter")
+        await settle(pilot)
+        assert labels(tree.root)[2:] == ["d2.md 5", "d3.md 5", "… 1 more (enter)"]
+        await pilot.press("slash", *"zebra4", "enter")  # the hit is on a page not shown yet
+        await settle(pilot)
+        assert tree.cursor_node is not None and tree.cursor_node.data is not None
+        assert tree.cursor_node.data.path == "d4.md"
