@@ -120,6 +120,9 @@ class Library:
         return call_tool(self, name, args)
 
     def close(self) -> None:
+        searcher: Searcher | None = getattr(self._local, "searcher", None)
+        if searcher is not None:
+            searcher.close()
         store: Store | None = getattr(self._local, "store", None)
         if store is not None:
             store.close()

@@ -9,7 +9,9 @@ evidence a reader should read first and the range a citation names.
 from __future__ import annotations
 
 import re
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -24,14 +26,12 @@ from markindex_core.config import (
     WEIGHT_TITLE,
 )
 from markindex_core.stopwords import is_stopword
-from markindex_core.store import Store
+from markindex_core.store import Store, connect
 
 NODE_CANDIDATES = 500
 PASSAGE_CANDIDATES = 600
-COMMON_SHARE = 0.05  # query words found in more than this share of passages are left out of ranking
-COMMON_MIN_PASSAGES = (
-    20_000  # … in libraries this large (a speed measure; small ones keep every word)
-)
+POSTINGS_BUDGET = 20_000  # ranking uses the rarest query words whose passages add up to this …
+MIN_RANKED_WORDS = 3  # … but always at least this many words
 STRICT_ENOUGH = 3  # fewer strict hits than this triggers the relaxed pass
 MAX_QUERY_GROUPS = 32
 SNIPPET_CHARS = 200
@@ -133,7 +133,8 @@ class Searcher:
         self.store = store
         self.conn = store.conn
         self._vocab_version = -1
-        self._passages_total = 0
+        self._pool: ThreadPoolExecutor | None = None
+        self._helper_state = threading.local()
 
     def search(
         self,
@@ -207,8 +208,8 @@ class Searcher:
         return _Scope("", [])
 
     def _informative(self, groups: list[list[str]], exprs: list[str]) -> list[str]:
-        """Drop words found in a large share of all passages: they cost time and rank nothing."""
-        if len(groups) < 3:
+        """The query words used for ranking: common ones cost time and rank nearly nothing."""
+        if len(groups) <= MIN_RANKED_WORDS:
             return exprs
         version = self.store.data_version()
         if self._vocab_version != version:
@@ -216,18 +217,26 @@ class Searcher:
                 "CREATE VIRTUAL TABLE IF NOT EXISTS temp.passage_vocab"
                 " USING fts5vocab(main, passage_fts, row)"
             )
-            self._passages_total = int(self.store.scalar("SELECT count(*) FROM passages") or 0)
             self._vocab_version = version
-        if self._passages_total < COMMON_MIN_PASSAGES:
-            return exprs
-        cap = COMMON_SHARE * self._passages_total
-        kept = [
-            e
-            for g, e in zip(groups, exprs, strict=True)
-            if (self.store.scalar("SELECT doc FROM temp.passage_vocab WHERE term=?", (g[0],)) or 0)
-            <= cap
-        ]
-        return kept or exprs
+
+        # Rarest words first, while the passages they match stay within a budget: the query
+        # cost then stays bounded however large the library grows. A Chinese word's sub-words
+        # widen recall but are common: past the budget only the whole word is kept.
+        def df(term: str) -> int:
+            return int(
+                self.store.scalar("SELECT doc FROM temp.passage_vocab WHERE term=?", (term,)) or 0
+            )
+
+        whole = [df(g[0]) for g in groups]
+        full = [w + sum(df(t) for t in g[1:]) for w, g in zip(whole, groups, strict=True)]
+        chosen: dict[int, str] = {}
+        spent = 0
+        for i in sorted(range(len(groups)), key=lambda i: full[i]):
+            if len(chosen) < MIN_RANKED_WORDS or spent + full[i] <= POSTINGS_BUDGET:
+                chosen[i], spent = exprs[i], spent + full[i]
+            elif spent + whole[i] <= POSTINGS_BUDGET:
+                chosen[i], spent = _quote(groups[i][0]), spent + whole[i]
+        return [chosen[i] for i in sorted(chosen)]
 
     def _strict_nodes(self, match: str, scope: _Scope) -> set[int]:
         return {
@@ -250,16 +259,9 @@ class Searcher:
         boost: set[int] | None = None,
     ) -> list[Hit]:
         c = self.conn
-        weights = f"{WEIGHT_TITLE}, {WEIGHT_KEY_ITEMS}, {WEIGHT_SUMMARY}, {WEIGHT_BODY}"
-        node_scores: dict[int, float] = {
-            int(rowid): float(score)
-            for rowid, score in c.execute(
-                f"SELECT node_fts.rowid, -bm25(node_fts, {weights}) FROM node_fts"
-                + (" JOIN nodes n ON n.id = node_fts.rowid" if scope.sql else "")
-                + f" WHERE node_fts MATCH ?{scope.sql.format(t='n')} ORDER BY 2 DESC LIMIT ?",
-                (match, *scope.args, NODE_CANDIDATES),
-            )
-        }
+        # Node scores come from a second connection on a helper thread while this one scores
+        # passages: the two FTS queries are the whole cost of a search and run on two cores.
+        pending = self._helper().submit(self._node_scores, match, scope)
         rows: list[tuple[Any, ...]]
         if scope.sql:
             rows = c.execute(
@@ -288,6 +290,7 @@ class Searcher:
                 if ids
                 else []
             )
+        node_scores = pending.result()
         passages: dict[int, tuple[int, int, int, float]] = {
             int(pid): (int(node), int(a), int(b), float(score))
             for pid, node, a, b, score in rows
@@ -339,12 +342,42 @@ class Searcher:
                     if len(chosen) >= limit:
                         break
         chosen.sort(key=lambda t: -t[0])
-        return [self._hit(node, score, start, end, terms) for score, node, start, end in chosen]
+        hits = (self._hit(node, score, start, end, terms) for score, node, start, end in chosen)
+        return [h for h in hits if h is not None]
 
-    def _hit(self, node_rowid: int, score: float, start: int, end: int, terms: list[str]) -> Hit:
+    def _helper(self) -> ThreadPoolExecutor:
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(1, thread_name_prefix="markindex-search")
+        return self._pool
+
+    def _node_scores(self, match: str, scope: _Scope) -> dict[int, float]:
+        """BM25 of nodes' own text (title 10, keyItems 5, summary 2, body 1); helper thread only."""
+        conn = getattr(self._helper_state, "conn", None)
+        if conn is None:
+            conn = self._helper_state.conn = connect(self.store.path, readonly=True)
+        weights = f"{WEIGHT_TITLE}, {WEIGHT_KEY_ITEMS}, {WEIGHT_SUMMARY}, {WEIGHT_BODY}"
+        return {
+            int(rowid): float(score)
+            for rowid, score in conn.execute(
+                f"SELECT node_fts.rowid, -bm25(node_fts, {weights}) FROM node_fts"
+                + (" JOIN nodes n ON n.id = node_fts.rowid" if scope.sql else "")
+                + f" WHERE node_fts MATCH ?{scope.sql.format(t='n')} ORDER BY 2 DESC LIMIT ?",
+                (match, *scope.args, NODE_CANDIDATES),
+            )
+        }
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=False)
+            self._pool = None
+
+    def _hit(
+        self, node_rowid: int, score: float, start: int, end: int, terms: list[str]
+    ) -> Hit | None:
         store = self.store
         node = store.node_by_rowid(node_rowid)
-        assert node is not None
+        if node is None:  # rewritten by a writer between the two connections' snapshots
+            return None
         doc_path = store.scalar("SELECT path FROM documents WHERE id=?", (node["doc_id"],))
         if not start:
             start, end = self._first_passage(node)
