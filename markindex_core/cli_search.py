@@ -116,6 +116,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         "MRR",
         "evidence (median lines)",
         "precision@1",
+        "precision (hits)",
         "p50 ms",
     ):
         table.add_column(col, justify="right" if col != "set" else "left")
@@ -128,6 +129,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
             f"{m['mrr']:.3f}",
             f"{m['median_evidence_lines']:g}",
             f"{m['precision@1']:.2f}",
+            f"{m['hit_precision']:.2f}",
             f"{m['p50_ms']:.1f}",
         )
     Console().print(table)

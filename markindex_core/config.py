@@ -27,6 +27,7 @@ LINE_BLOCK_SIZE = 64  # original lines are stored in blocks of this many lines
 # Indexing.
 BATCH_DOCS = 48  # whole documents per transaction on a full build
 PARALLEL_MIN_BYTES = 2_000_000  # below this, parse in-process (fork costs more than it saves)
+FTS_OPTIMIZE_AFTER_WRITES = 24  # merge FTS segments after this many incremental document writes
 
 # Search field weights: title, keyItems, summary, body.
 WEIGHT_TITLE = 10.0
@@ -85,6 +86,7 @@ DAEMON_QUIET_MS = 40  # a batch is reconciled once file events pause this long�
 DAEMON_SETTLED_QUIET_MS = 8  # …or this long when the latest event finished a write (close, rename)
 DAEMON_MAX_WAIT_MS = 1000  # …or this long after its first event, even if events keep coming
 DAEMON_LOCK_POLL_S = 0.5  # a read-only daemon retries the writer lock this often
+DAEMON_TIDY_IDLE_S = 5.0  # after this long without writes, merge FTS segments (see Indexer.tidy)
 DAEMON_HEARTBEAT_S = 2.0  # status file refresh; a daemon silent for 3 beats counts as gone
 DAEMON_POLL_INTERVAL_S = 2.0  # polling observer interval (--poll, or inotify limits reached)
 DAEMON_FULL_SCAN_PATHS = 2000  # more dirty paths than this: one full reconcile is cheaper

@@ -34,6 +34,7 @@ from markindex_core.config import (
     DAEMON_RACY_S,
     DAEMON_RETRY_S,
     DAEMON_SETTLED_QUIET_MS,
+    DAEMON_TIDY_IDLE_S,
 )
 from markindex_core.indexer import Indexer, IndexReport
 from markindex_core.library import Library
@@ -88,6 +89,7 @@ class Daemon:
         self._watch: WatchHandle | None = None
         self._alarm: OverflowAlarm | None = None
         self._stopping = threading.Event()
+        self._tidied_for: float | None = None
         self.status: dict[str, Any] = {
             "pid": os.getpid(),
             "root": str(lib.root),
@@ -192,6 +194,21 @@ class Daemon:
             if self._watch is not None and not self._watch.healthy():
                 self._restart_watching()
             self._publish()
+            await self._tidy_when_idle()
+
+    async def _tidy_when_idle(self) -> None:
+        """Once writes pause, fold the FTS segments small commits left behind (queries slow down)."""
+        last = self.status["last_reconcile_at"]
+        if self._indexer is None or self.status["busy"] or not last or last == self._tidied_for:
+            return
+        if time.time() - last < DAEMON_TIDY_IDLE_S:
+            return
+        self._tidied_for = last
+        await asyncio.get_running_loop().run_in_executor(self._writer, self._tidy)
+
+    def _tidy(self) -> None:
+        if self._indexer is not None and self._store is not None and self._indexer.tidy(force=True):
+            log.debug("merged the search index segments")
 
     def _restart_watching(self) -> None:
         """An observer thread died (e.g. a watch limit hit on a new folder): poll instead, rescan."""

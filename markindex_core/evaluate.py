@@ -3,6 +3,10 @@
 Question files are JSONL: {"id", "question", "lang": "zh"|"en"|"mixed", "gold": [{"doc_path", "start_line",
 "end_line"} | {"doc_path", "title_path": [...]} | {"doc_path"}]}. A result hits when its cited range (the
 passage) intersects a gold range; title paths match by prefix; a bare doc path matches anywhere in it.
+
+Evidence lines: the size of the top result's cited passage (median reported). Precision, two ways:
+`precision@1` is the share of the top result's lines inside gold (0 for a question whose top result
+misses), `hit_precision` the same share for the first result that hits (over answered questions).
 """
 
 from __future__ import annotations

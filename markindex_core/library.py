@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, Any
 
 from markindex_core.config import DB_FILE_NAME, INDEX_DIR_NAME, SEARCH_DEFAULT_LIMIT
 from markindex_core.errors import LibraryNotFound, ReadOnlyLibrary
-from markindex_core.lock import WriterLock
 from markindex_core.search import Searcher, SearchResult
 from markindex_core.store import Store
 
@@ -70,9 +69,6 @@ class Library:
         finally:
             store.close()
             lock.release()
-
-    def writer_lock(self) -> WriterLock:
-        return WriterLock(self.db_path)
 
     # ----- reading ----------------------------------------------------------------------------
     @property
