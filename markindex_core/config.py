@@ -27,7 +27,7 @@ LINE_BLOCK_SIZE = 64  # original lines are stored in blocks of this many lines
 # Indexing.
 BATCH_DOCS = 48  # whole documents per transaction on a full build
 PARALLEL_MIN_BYTES = 2_000_000  # below this, parse in-process (fork costs more than it saves)
-FTS_OPTIMIZE_AFTER_WRITES = 24  # merge FTS segments after this many incremental document writes
+FTS_OPTIMIZE_AFTER_WRITES = 8  # merge FTS segments after this many small writes (or docs/50)
 
 # Search field weights: title, keyItems, summary, body.
 WEIGHT_TITLE = 10.0

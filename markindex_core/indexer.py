@@ -297,11 +297,14 @@ class Indexer:
         """Merge the FTS segments that small commits leave behind, once enough have piled up.
 
         Each incremental commit adds index segments that every query must visit (5 one-file
-        updates slow a search by ~60%); `optimize` folds them back into one. Returns True when
+        updates slow a search by ~50%); `optimize` folds them back into one. Returns True when
         it ran. The daemon calls this with `force=True` when it has been idle for a while.
         """
         pending = int(self.store.get_meta("fts_pending_writes") or 0) + writes
-        if pending and (force or pending >= FTS_OPTIMIZE_AFTER_WRITES):
+        # optimize rewrites the whole index: wait for more writes in a bigger library, so its
+        # cost per written document stays about the same at any size.
+        threshold = max(FTS_OPTIMIZE_AFTER_WRITES, self.store.count_documents() // 50)
+        if pending and (force or pending >= threshold):
             self.store.optimize()
             pending = 0
             ran = True
