@@ -110,13 +110,13 @@ def cmd_eval(args: argparse.Namespace) -> int:
     )
     for col in (
         "set",
-        "questions",
+        "n",
         "hit@1",
         "hit@5",
         "MRR",
-        "evidence (median lines)",
-        "precision@1",
-        "precision (hits)",
+        "lines",
+        "prec@1",
+        "prec hit",
         "p50 ms",
     ):
         table.add_column(col, justify="right" if col != "set" else "left")
@@ -133,6 +133,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
             f"{m['p50_ms']:.1f}",
         )
     Console().print(table)
+    Console(stderr=True).print(
+        "[dim]lines: median lines cited by the top result; prec@1: share of the top result's lines "
+        "inside gold; prec hit: the same for the first hitting result[/]"
+    )
     return 0
 
 
