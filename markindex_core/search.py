@@ -37,7 +37,7 @@ MAX_QUERY_GROUPS = 32
 SNIPPET_CHARS = 200
 NODE_SHARE = 0.3  # weight of the node's own BM25 (title 10, keyItems 5, …) next to the passage's
 PASSAGES_PER_NODE = 3  # a long section may answer with up to this many separate passages
-EXPAND_RATIO = 0.7  # a neighbouring passage scoring this close joins the evidence …
+EXPAND_RATIO = 0.85  # a neighbouring passage scoring this close joins the evidence …
 EXPAND_MAX_LINES = 10  # … while the evidence stays this short
 
 
