@@ -45,6 +45,28 @@ MAX_STRING_ARG = 1024
 MAX_NODE_IDS = 20
 
 
+# ----- Search ranking (search.py) ----------------------------------------------------------------
+NODE_CANDIDATES = 500
+PASSAGE_CANDIDATES = 600
+POSTINGS_BUDGET = 20_000  # ranking uses the rarest query words whose passages add up to this …
+MIN_RANKED_WORDS = 3  # … but always at least this many words
+STRICT_ENOUGH = 3  # fewer strict hits than this triggers the relaxed pass
+MAX_QUERY_GROUPS = 32
+SNIPPET_CHARS = 200
+NODE_SHARE = 0.3  # weight of the node's own BM25 (title 10, keyItems 5, …) next to the passage's
+PASSAGES_PER_NODE = 3  # a long section may answer with up to this many separate passages
+EXPAND_RATIO = 0.85  # a neighbouring passage scoring this close joins the evidence …
+EXPAND_MAX_LINES = 10  # … while the evidence stays this short
+
+# ----- Passages: the evidence units (passages.py) ------------------------------------------------
+PASSAGE_MIN_TOKENS = 12  # shorter blocks (a bold label, a heading) join the next block
+PASSAGE_MAX_TOKENS = 320  # longer groups are cut by lines
+GROUP_MAX_TOKENS = 480  # an article or lead-in group may grow to this before it is closed
+
+# ----- Documents ---------------------------------------------------------------------------------
+DESCRIPTION_CHARS = 240
+
+
 @dataclass(frozen=True)
 class TreeParams:
     """Parameters that shape the section tree; part of the index fingerprint."""

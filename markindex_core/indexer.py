@@ -22,8 +22,11 @@ from markindex_core.config import (
     BATCH_DOCS,
     FORMAT_VERSION,
     FTS_OPTIMIZE_AFTER_WRITES,
+    GROUP_MAX_TOKENS,
     MAX_FILE_BYTES,
     PARALLEL_MIN_BYTES,
+    PASSAGE_MAX_TOKENS,
+    PASSAGE_MIN_TOKENS,
     TreeParams,
 )
 from markindex_core.document import build_document, content_hash
@@ -66,7 +69,12 @@ class IndexReport:
 
 
 def fingerprint(params: TreeParams) -> str:
-    return f"format={FORMAT_VERSION};{params.fingerprint()};segmenter={segment.engine()}"
+    """Everything that shapes stored rows: a change rebuilds every document."""
+    passages = f"{PASSAGE_MIN_TOKENS}/{PASSAGE_MAX_TOKENS}/{GROUP_MAX_TOKENS}"
+    return (
+        f"format={FORMAT_VERSION};{params.fingerprint()};passages={passages};"
+        f"segmenter={segment.engine()}"
+    )
 
 
 @dataclass(frozen=True)

@@ -17,8 +17,19 @@ from typing import Any
 
 from markindex_core import segment
 from markindex_core.config import (
+    EXPAND_MAX_LINES,
+    EXPAND_RATIO,
+    MAX_QUERY_GROUPS,
+    MIN_RANKED_WORDS,
+    NODE_CANDIDATES,
+    NODE_SHARE,
+    PASSAGE_CANDIDATES,
+    PASSAGES_PER_NODE,
+    POSTINGS_BUDGET,
     SEARCH_DEFAULT_LIMIT,
     SEARCH_MAX_LIMIT,
+    SNIPPET_CHARS,
+    STRICT_ENOUGH,
     WEIGHT_BODY,
     WEIGHT_CONTEXT,
     WEIGHT_KEY_ITEMS,
@@ -27,18 +38,6 @@ from markindex_core.config import (
 )
 from markindex_core.stopwords import is_stopword
 from markindex_core.store import Store, connect
-
-NODE_CANDIDATES = 500
-PASSAGE_CANDIDATES = 600
-POSTINGS_BUDGET = 20_000  # ranking uses the rarest query words whose passages add up to this …
-MIN_RANKED_WORDS = 3  # … but always at least this many words
-STRICT_ENOUGH = 3  # fewer strict hits than this triggers the relaxed pass
-MAX_QUERY_GROUPS = 32
-SNIPPET_CHARS = 200
-NODE_SHARE = 0.3  # weight of the node's own BM25 (title 10, keyItems 5, …) next to the passage's
-PASSAGES_PER_NODE = 3  # a long section may answer with up to this many separate passages
-EXPAND_RATIO = 0.85  # a neighbouring passage scoring this close joins the evidence …
-EXPAND_MAX_LINES = 10  # … while the evidence stays this short
 
 
 @dataclass(frozen=True)
