@@ -83,3 +83,30 @@ async def test_tool_calls_answer_while_the_daemon_indexes(tmp_path: Path) -> Non
     )
     assert len(latencies) > 20
     assert p95 < 0.5, latencies[-10:]
+
+
+@pytest.mark.timeout(60)
+async def test_mcp_watch_keeps_the_index_live(tmp_path: Path) -> None:
+    """`markindex mcp ROOT --watch` is the daemon under the name agents' configs use."""
+    root = tmp_path / "lib"
+    root.mkdir()
+    (root / "a.md").write_text("# Alpha\n\nriver stones\n", encoding="utf-8")
+    db = tmp_path / "idx" / "index.db"
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "markindex_core", "mcp", str(root), "--db", str(db), "--watch"],
+    )
+    async with Client(params, read_timeout_seconds=30) as client:
+        await anyio.to_thread.run_sync(
+            lambda: wait_for(lambda: (read_status_file(db) or {}).get("reconciles"), 30)
+        )
+        (root / "b.md").write_text("# Beta\n\nquartzite glacier\n", encoding="utf-8")
+        deadline = time.monotonic() + 20
+        found = False
+        while time.monotonic() < deadline and not found:
+            result = await client.call_tool("search_documents", {"query": "quartzite"})
+            data = _payload(result).get("data") or {}
+            found = any(h.get("doc_path") == "b.md" for h in data.get("results", []))  # type: ignore[union-attr]
+            if not found:
+                await anyio.sleep(0.1)
+        assert found
