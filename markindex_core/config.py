@@ -34,7 +34,7 @@ WEIGHT_TITLE = 10.0
 WEIGHT_KEY_ITEMS = 5.0
 WEIGHT_SUMMARY = 2.0
 WEIGHT_BODY = 1.0
-WEIGHT_CONTEXT = 1.5  # a passage's title path, next to its body (passage-level BM25)
+WEIGHT_CONTEXT = 2.0  # a passage's title path, next to its body (passage-level BM25)
 SEARCH_DEFAULT_LIMIT = 10
 SEARCH_MAX_LIMIT = 50
 

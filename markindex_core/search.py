@@ -301,10 +301,12 @@ class Searcher:
             return []
         top_node = max(node_scores.values(), default=1.0) or 1.0
         top_pass = max((p[3] for p in passages.values()), default=1.0) or 1.0
+        first = boost or set()  # sections holding every query word outrank the rest
         ranked = sorted(
             (
                 (1 - NODE_SHARE) * score / top_pass
-                + NODE_SHARE * node_scores.get(node, 0.0) / top_node,
+                + NODE_SHARE * node_scores.get(node, 0.0) / top_node
+                + (1.0 if node in first else 0.0),
                 pid,
             )
             for pid, (node, _a, _b, score) in passages.items()

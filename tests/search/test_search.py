@@ -190,3 +190,23 @@ def test_eval_command_reports_metrics(indexed_sample: Library, tmp_path: Path) -
     assert metrics["overall"]["hit@5"] == 1.0
     full = json.loads(report.read_text(encoding="utf-8"))
     assert len(full["questions"]) == 3
+
+
+def test_relaxed_search_ranks_sections_with_every_word_first(tmp_path: Path) -> None:
+    # "quokka" is everywhere (low IDF); a short section repeats "zebra"; only one long section
+    # holds both words, once each. By BM25 alone the zebra section would come first.
+    root = tmp_path / "lib"
+    root.mkdir()
+    filler = " ".join(f"word{i}" for i in range(300))
+    (root / "both.md").write_text(
+        f"# Both\n\n{filler} zebra {filler} quokka {filler}\n", encoding="utf-8"
+    )
+    (root / "zebra.md").write_text("# Stripes\n\nzebra zebra zebra zebra\n", encoding="utf-8")
+    for n in range(12):
+        (root / f"q{n}.md").write_text(f"# Q{n}\n\nquokka number {n}\n", encoding="utf-8")
+    lib = Library(root)
+    lib.index()
+    result = lib.search("zebra quokka")
+    assert result.mode == "relaxed" and result.notice.startswith("only 1 section contains")
+    assert result.hits[0].doc_path == "both.md"
+    lib.close()
