@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from markindex_core.config import DB_FILE_NAME, INDEX_DIR_NAME, SEARCH_DEFAULT_LIMIT
-from markindex_core.errors import LibraryNotFound, ReadOnlyLibrary
+from markindex_core.errors import InvalidArgument, LibraryNotFound, ReadOnlyLibrary
 from markindex_core.search import Searcher, SearchResult
 from markindex_core.store import Store
 
@@ -36,6 +36,10 @@ class Library:
     # ----- writing ----------------------------------------------------------------------------
     def ensure_db_dir(self) -> None:
         """Create the index folder, or explain how to index a read-only library."""
+        if self.db_path.is_dir():
+            raise InvalidArgument(
+                f"--db {self.db_path} is a folder", "pass a file path, e.g. --db /tmp/docs.db"
+            )
         try:
             self.db_path.parent.mkdir(parents=True, exist_ok=True)
             probe = self.db_path.parent / ".markindex-write-test"

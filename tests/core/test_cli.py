@@ -164,3 +164,18 @@ def test_cli_as_a_subprocess(lib: tuple[Path, Path]) -> None:
         )
         assert help_proc.returncode == 0
         assert ("--db" if cmd[0] != "--help" else "index") in help_proc.stdout
+
+
+def test_db_that_is_a_folder_is_refused_without_side_effects(tmp_path: Path) -> None:
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    (lib / "a.md").write_text("# A\n", encoding="utf-8")
+    folder = tmp_path / "dbdir"
+    folder.mkdir()
+    out = subprocess.run(
+        [sys.executable, "-m", "markindex_core", "index", str(lib), "--db", str(folder)],
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode == 1 and "is a folder" in out.stderr and "Traceback" not in out.stderr
+    assert not (tmp_path / "dbdir.lock").exists()
