@@ -25,7 +25,8 @@ MAX_FILE_BYTES = 64 * 1024 * 1024  # larger files are skipped with a reason
 LINE_BLOCK_SIZE = 64  # original lines are stored in blocks of this many lines
 
 # Indexing.
-BATCH_DOCS = 48  # whole documents per transaction on a full build
+BATCH_DOCS = 48  # whole documents per transaction on a full build …
+BATCH_BYTES = 8_000_000  # … or this many bytes of Markdown, whichever comes first
 PARALLEL_MIN_BYTES = 2_000_000  # below this, parse in-process (fork costs more than it saves)
 FTS_OPTIMIZE_AFTER_WRITES = 8  # merge FTS segments after this many small writes (or docs/50)
 

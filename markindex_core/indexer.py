@@ -19,6 +19,7 @@ from pathlib import Path
 
 from markindex_core import segment
 from markindex_core.config import (
+    BATCH_BYTES,
     BATCH_DOCS,
     FORMAT_VERSION,
     FTS_OPTIMIZE_AFTER_WRITES,
@@ -293,7 +294,7 @@ class Indexer:
                 report.warnings.extend((result.path, w) for w in result.warnings)
                 batch.append(result)
                 batch_bytes += result.size
-                if len(batch) >= limit or batch_bytes >= 8_000_000:
+                if len(batch) >= limit or batch_bytes >= BATCH_BYTES:
                     flush()
             if progress:
                 progress(done, len(jobs), getattr(result, "path", getattr(result, "rel", "")))
