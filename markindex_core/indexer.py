@@ -12,6 +12,7 @@ import os
 import posixpath
 import signal
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -133,8 +134,9 @@ class Indexer:
         stored = store.get_meta("setext")
         self.params = TreeParams(setext=setext if setext is not None else stored != "0")
         self.workers = workers if workers is not None else min(2, os.cpu_count() or 1)
-        # A process with threads (the daemon) must not fork workers: it sets "forkserver".
-        self.start_method = "fork"
+        # Forking a process that runs other threads (the daemon, the terminal app) can hand a
+        # worker a lock some thread held: such processes start workers from a fork server.
+        self.start_method = "fork" if threading.active_count() == 1 else "forkserver"
         self.rules = IgnoreRules(root, self.ignore)
 
     def reload_rules(self) -> None:
@@ -333,7 +335,13 @@ class Indexer:
         # Largest first (sizes from the scan), so one big file does not finish last on its own.
         jobs = sorted(jobs, key=lambda j: -sizes[j.rel])
         ctx = multiprocessing.get_context(self.start_method)
-        with ctx.Pool(self.workers, initializer=_worker_init) as pool:
+        try:
+            pool = ctx.Pool(self.workers, initializer=_worker_init)
+        except (OSError, ValueError):  # no usable stdio for a fork server (e.g. inside a TUI)
+            for job in jobs:
+                yield _load(job)
+            return
+        with pool:
             yield from pool.imap_unordered(_load, jobs, chunksize=2)
 
 
