@@ -40,19 +40,19 @@ def cmd_search(args: argparse.Namespace) -> int:
     console = Console()
     if result.notice:
         console.print(f"[yellow]{result.notice}[/]", highlight=False)
-    table = Table(show_lines=False, expand=True)
+    # Two columns read well at 80 characters: the citation, the section path and the snippet stack.
+    table = Table(show_lines=True, expand=True)
     table.add_column("score", justify="right", width=6)
-    table.add_column("citation", overflow="fold", ratio=2)
-    table.add_column("section", overflow="fold", ratio=2)
-    table.add_column("snippet", ratio=4)
+    table.add_column("citation · section · snippet", ratio=1)
     for hit in result.hits:
-        snippet = Text(hit.snippet)
+        cell = Text(hit.citation, style="bold cyan")
+        cell.append("\n" + " › ".join(hit.title_path), style="dim")
+        snippet = Text("\n" + hit.snippet)
         snippet.highlight_words(
             [t for t in result.terms if len(t) > 1], style="bold yellow", case_sensitive=False
         )
-        table.add_row(
-            f"{hit.score:.2f}", Text(hit.citation), Text(" › ".join(hit.title_path)), snippet
-        )
+        cell.append_text(snippet)
+        table.add_row(f"{hit.score:.2f}", cell)
     console.print(table)
     console.print(f"[dim]{len(result.hits)} results, {result.mode}, {result.elapsed_ms:.1f} ms[/]")
     return 0 if result.hits else 1
