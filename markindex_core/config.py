@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 # Bump when the meaning of stored data changes: the next run rebuilds every document.
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 SCHEMA_VERSION = 2
 
 INDEX_DIR_NAME = ".markindex"

@@ -148,12 +148,14 @@ class Indexer:
         """Reconcile the whole library, or only `paths` (files or folders, library-relative)."""
         t0 = time.perf_counter()
         report = IndexReport()
+        rebuilt: set[str] = set()
         fp = fingerprint(self.params)
         old_fp = self.store.get_meta("fingerprint")
         if old_fp != fp:
             if old_fp is not None:
                 report.full_rebuild = _why(old_fp, fp)
-                self.store.mark_all_stale()
+                rebuilt = set(self.store.doc_states())  # reported as updated, not added
+                self.store.clear()
             paths = None
             self.store.set_meta({"fingerprint": fp, "setext": str(int(self.params.setext))})
         states = self.store.doc_states()
@@ -183,7 +185,7 @@ class Indexer:
                 report.unchanged += 1
                 continue
             todo.append(rel)
-        self._build(todo, files, states, report, progress)
+        self._build(todo, files, states, report, progress, rebuilt)
         report.seconds = time.perf_counter() - t0
         self.store.set_meta(
             {
@@ -265,6 +267,7 @@ class Indexer:
         states: dict[str, DocState],
         report: IndexReport,
         progress: Progress | None,
+        rebuilt: set[str],
     ) -> None:
         if not todo:
             return
@@ -292,7 +295,8 @@ class Indexer:
                 if result.path in states:
                     report.removed.append(result.path)
             else:
-                (report.updated if result.path in states else report.added).append(result.path)
+                known = result.path in states or result.path in rebuilt
+                (report.updated if known else report.added).append(result.path)
                 report.warnings.extend((result.path, w) for w in result.warnings)
                 batch.append(result)
                 batch_bytes += result.size
@@ -334,6 +338,8 @@ class Indexer:
             return
         # Largest first (sizes from the scan), so one big file does not finish last on its own.
         jobs = sorted(jobs, key=lambda j: -sizes[j.rel])
+        if self.start_method == "fork":
+            segment.warm()
         ctx = multiprocessing.get_context(self.start_method)
         try:
             pool = ctx.Pool(self.workers, initializer=_worker_init)

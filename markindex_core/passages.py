@@ -38,8 +38,8 @@ def cut_passages(
             continue
         lo, hi = bisect_right(block_starts, a), bisect_left(block_starts, b)
         blocks = [_trim(lines, x, y) for x, y in itertools.pairwise([a, *block_starts[lo:hi], b])]
-        for x, y in _group([blk for blk in blocks if blk[0] < blk[1]], lines):
-            out.extend(_cut_long(idx, lines, x, y))
+        for x, y, tokens in _group([blk for blk in blocks if blk[0] < blk[1]], lines):
+            out.extend(_cut_long(idx, lines, x, y, tokens))
     return out
 
 
@@ -51,8 +51,9 @@ def _trim(lines: list[str], x: int, y: int) -> tuple[int, int]:
     return x, y
 
 
-def _group(blocks: list[tuple[int, int]], lines: list[str]) -> list[tuple[int, int]]:
-    groups: list[tuple[int, int]] = []
+def _group(blocks: list[tuple[int, int]], lines: list[str]) -> list[tuple[int, int, int]]:
+    """Join blocks into reader-shaped groups: (first line, end line, estimated tokens)."""
+    groups: list[tuple[int, int, int]] = []
     cur: tuple[int, int] | None = None
     cur_tokens = 0
     cur_article = cur_leadin = False
@@ -82,17 +83,17 @@ def _group(blocks: list[tuple[int, int]], lines: list[str]) -> list[tuple[int, i
                 if not cur_article and _ARTICLE.match(lines[cur[0]]):
                     cur_article = True
                 continue
-            groups.append(cur)
+            groups.append((*cur, cur_tokens))
         cur, cur_tokens = (x, y), tokens
         cur_article = bool(_ARTICLE.match(first))
         cur_leadin = lines[y - 1].rstrip().endswith((":", "："))
     if cur is not None:
-        groups.append(cur)
+        groups.append((*cur, cur_tokens))
     return groups
 
 
-def _cut_long(idx: int, lines: list[str], a: int, b: int) -> list[Passage]:
-    if b - a == 1 or estimate_tokens("\n".join(lines[a:b])) <= PASSAGE_MAX_TOKENS:
+def _cut_long(idx: int, lines: list[str], a: int, b: int, tokens: int) -> list[Passage]:
+    if b - a == 1 or tokens <= PASSAGE_MAX_TOKENS:
         return [Passage(idx, a + 1, b, segment.terms_text("\n".join(lines[a:b])))]
     out: list[Passage] = []
     start, acc = a, 0
