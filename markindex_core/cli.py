@@ -50,6 +50,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Vectorless, structure-first retrieval over a folder of long Markdown documents.",
         epilog=EPILOG,
     )
+    from markindex_core import __version__
+
+    parser.add_argument("--version", action="version", version=f"markindex {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     p = sub.add_parser(

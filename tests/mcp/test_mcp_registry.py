@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import tomllib
 
+import markindex_core
 from markindex_core.cli import build_parser
 from tests.conftest import REPO
 
@@ -13,7 +14,9 @@ def test_server_json_matches_package_and_cli() -> None:
     server = json.loads((REPO / "server.json").read_text(encoding="utf-8"))
     project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     package = server["packages"][0]
-    assert server["version"] == package["version"] == project["version"]
+    assert (
+        server["version"] == package["version"] == project["version"] == markindex_core.__version__
+    )
     assert package["identifier"] == project["name"] and package["registryType"] == "pypi"
     assert len(server["description"]) <= 100
     argv = []
