@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
@@ -13,6 +12,7 @@ from textual.binding import Binding, BindingType
 from textual.widgets import TextArea, Tree
 from textual.worker import Worker, WorkerState
 
+from markindex_core import segment
 from markindex_core.daemon import Daemon
 from markindex_core.errors import MarkindexError
 from markindex_core.library import Library
@@ -96,11 +96,7 @@ class MarkindexApp(App[None]):
         self.set_timer(0.5, self._warm_up)
 
     def _warm_up(self) -> None:
-        self.run_worker(
-            asyncio.to_thread(self.lib.search, "markindex 索引"),
-            group="warmup",
-            exit_on_error=False,
-        )
+        self.run_worker(segment.warm, thread=True, group="warmup", exit_on_error=False)
 
     # ----- watching -----------------------------------------------------------------------------
     def start_watching(self) -> None:
