@@ -191,66 +191,51 @@ def main() -> None:
         tmpdir = Path(tmp)
         lib_dir = tmpdir / "corpus"
         shutil.copytree(args.corpus, lib_dir)
-        size_mb = sum(p.stat().st_size for p in lib_dir.rglob("*.md")) / 1e6
-        db = tmpdir / "index.db"
-        full = run_index(lib_dir, db)
-        full["mb_per_s"] = size_mb / full["wall_s"]
-        full["corpus_mb"] = size_mb
-        full["db_mb"] = db.stat().st_size / 1e6
-        results["full_index"] = full
-        print(
-            f"full index: {full['added']} docs, {size_mb:.1f} MB in {full['wall_s']:.2f} s "
-            f"({full['mb_per_s']:.2f} MB/s), peak RSS {full['peak_rss_max_process_mb']:.0f} MB "
-            f"(largest process) / {full['peak_rss_tree_mb']:.0f} MB (all processes), db {full['db_mb']:.0f} MB"
-        )
-        noop = run_index(lib_dir, db)
-        results["noop_reindex_s"] = noop["wall_s"]
-        print(f"no-op re-run: {noop['wall_s']:.2f} s (CLI, interpreter start-up included)")
-        inc = incremental(lib_dir, db)
-        results["incremental"] = inc
-        print(
-            f"one {inc['file_kb']:.0f} KB file changed: CLI {inc['cli_median_s']:.2f} s, "
-            f"in-process {inc['in_process_median_ms']:.0f} ms (median of 5)"
-        )
-        if questions:
-            lat = query_latency(lib_dir, db, questions)
-            results["query"] = lat
-            first = first_query(lib_dir, db, questions[0])
-            results["first_query_ms"] = first
-            print(
-                f"search over {len(questions)} questions x3: p50 {lat['p50_ms']:.1f} ms, "
-                f"p95 {lat['p95_ms']:.1f} ms, max {lat['max_ms']:.1f} ms; fresh process import+first "
-                f"query {first:.0f} ms"
-            )
+        results["corpus"] = measure("corpus", lib_dir, tmpdir / "corpus.db", questions, first=True)
         if args.scale:
             big = tmpdir / "synthetic"
-            n = make_synthetic(lib_dir, big, args.scale)
-            big_mb = sum(p.stat().st_size for p in big.rglob("*.md")) / 1e6
-            bdb = tmpdir / "synthetic.db"
-            sfull = run_index(big, bdb)
-            sfull["mb_per_s"] = big_mb / sfull["wall_s"]
-            sfull["corpus_mb"] = big_mb
-            sfull["db_mb"] = bdb.stat().st_size / 1e6
-            results["scale_full_index"] = sfull
-            print(
-                f"synthetic x{args.scale}: {n} docs, {big_mb:.0f} MB in {sfull['wall_s']:.1f} s "
-                f"({sfull['mb_per_s']:.2f} MB/s), peak RSS {sfull['peak_rss_max_process_mb']:.0f} MB "
-                f"(largest) / {sfull['peak_rss_tree_mb']:.0f} MB (all), db {sfull['db_mb']:.0f} MB"
-            )
-            snoop = run_index(big, bdb)
-            results["scale_noop_s"] = snoop["wall_s"]
-            sinc = incremental(big, bdb)
-            results["scale_incremental"] = sinc
-            print(
-                f"synthetic no-op re-run {snoop['wall_s']:.2f} s; one-file change in-process "
-                f"{sinc['in_process_median_ms']:.0f} ms"
-            )
-            if questions:
-                slat = query_latency(big, bdb, questions)
-                results["scale_query"] = slat
-                print(f"synthetic search: p50 {slat['p50_ms']:.1f} ms, p95 {slat['p95_ms']:.1f} ms")
+            make_synthetic(lib_dir, big, args.scale)
+            name = f"synthetic x{args.scale}"
+            results[name] = measure(name, big, tmpdir / "synthetic.db", questions, first=False)
     if args.json:
         args.json.write_text(json.dumps(results, indent=2), encoding="utf-8")
+
+
+def measure(
+    name: str, root: Path, db: Path, questions: list[str], *, first: bool
+) -> dict[str, object]:
+    """Full index, no-op re-run, one-file update and query latency of one library; prints a summary."""
+    out: dict[str, object] = {}
+    size_mb = sum(p.stat().st_size for p in root.rglob("*.md")) / 1e6
+    full = run_index(root, db)
+    full.update(mb_per_s=size_mb / full["wall_s"], corpus_mb=size_mb, db_mb=db.stat().st_size / 1e6)
+    out["full_index"] = full
+    print(
+        f"{name}: full index of {full['added']} docs, {size_mb:.1f} MB in {full['wall_s']:.2f} s "
+        f"({full['mb_per_s']:.2f} MB/s), peak RSS {full['peak_rss_max_process_mb']:.0f} MB (largest "
+        f"process) / {full['peak_rss_tree_mb']:.0f} MB (all processes), db {full['db_mb']:.0f} MB"
+    )
+    noop = run_index(root, db)
+    out["noop_reindex_s"] = noop["wall_s"]
+    inc = incremental(root, db)
+    out["incremental"] = inc
+    print(
+        f"{name}: no-op re-run {noop['wall_s']:.2f} s (CLI, interpreter start-up included); one "
+        f"{inc['file_kb']:.0f} KB file changed: CLI {inc['cli_median_s']:.2f} s, in-process "
+        f"{inc['in_process_median_ms']:.0f} ms (median of 5)"
+    )
+    if questions:
+        lat = query_latency(root, db, questions)
+        out["query"] = lat
+        line = (
+            f"{name}: search over {len(questions)} questions x3: p50 {lat['p50_ms']:.1f} ms, "
+            f"p95 {lat['p95_ms']:.1f} ms, max {lat['max_ms']:.1f} ms"
+        )
+        if first:
+            out["first_query_ms"] = first_query(root, db, questions[0])
+            line += f"; fresh process import + first query {out['first_query_ms']:.0f} ms"
+        print(line)
+    return out
 
 
 if __name__ == "__main__":
