@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from textual.pilot import Pilot
+from textual.worker import WorkerCancelled
 
 from markindex_core.library import Library
 from markindex_tui.app import MarkindexApp
@@ -20,7 +21,10 @@ async def settle(pilot: Pilot[None], rounds: int = 3) -> None:
         # The in-app watcher (--watch) runs until the app exits: never wait for it.
         busy = [w for w in pilot.app.workers if w.group != "watch"]
         if busy:  # (an empty list would mean "all workers" to Textual)
-            await pilot.app.workers.wait_for_complete(busy)
+            try:
+                await pilot.app.workers.wait_for_complete(busy)
+            except WorkerCancelled:
+                pass  # replaced by a newer worker of an exclusive group: the next round waits for it
         await pilot.pause()
 
 
