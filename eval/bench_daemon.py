@@ -70,6 +70,14 @@ def cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def idle_cpu_percent(pid: int, seconds: float) -> float:
+    """CPU used by `pid` over the next `seconds`, after a one-second settle."""
+    time.sleep(1.0)
+    c0 = cpu_s(pid)
+    time.sleep(seconds)
+    return (cpu_s(pid) - c0) / seconds * 100
+
+
 def pct(values: list[float], q: float) -> float:
     s = sorted(values)
     return s[min(len(s) - 1, round(q * (len(s) - 1)))]
@@ -186,10 +194,7 @@ def main() -> None:
 
         # ----- memory and idle CPU --------------------------------------------------------------
         wait_status(db, lambda s: not s.get("busy") and s.get("queue") == 0, 120)
-        time.sleep(1.0)
-        c0 = cpu_s(proc.pid)
-        time.sleep(args.idle_s)
-        idle = (cpu_s(proc.pid) - c0) / args.idle_s * 100
+        idle = idle_cpu_percent(proc.pid, args.idle_s)
         mem = rss_kb(proc.pid)
         print(
             f"daemon RSS: {mem_built['VmRSS'] / 1024:.0f} MB after the initial build, "
@@ -211,10 +216,7 @@ def main() -> None:
         )
         wait_status(db, lambda s: s.get("pid") == proc.pid and s.get("reconciles"), 300)
         print(f"restart with MCP: up to date {time.perf_counter() - t0:.2f} s after launch")
-        time.sleep(1.0)
-        c0 = cpu_s(proc.pid)
-        time.sleep(args.idle_s)
-        idle = (cpu_s(proc.pid) - c0) / args.idle_s * 100
+        idle = idle_cpu_percent(proc.pid, args.idle_s)
         mem = rss_kb(proc.pid)
         print(
             f"daemon + MCP RSS: {mem['VmRSS'] / 1024:.0f} MB (peak {mem['VmHWM'] / 1024:.0f} MB), idle CPU {idle:.2f} %"

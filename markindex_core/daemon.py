@@ -427,6 +427,7 @@ async def _until_signal(main: Callable[[], Awaitable[None]]) -> None:
     task = asyncio.ensure_future(main())
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
+        # Loops without signal support (not the main thread, other platforms) just skip this.
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(sig, stop.set)
     stopper = asyncio.ensure_future(stop.wait())

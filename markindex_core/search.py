@@ -131,7 +131,7 @@ class Searcher:
     def __init__(self, store: Store) -> None:
         self.store = store
         self.conn = store.conn
-        self._vocab_version = -1
+        self._vocab_ready = False
         self._pool: ThreadPoolExecutor | None = None
         self._helper_state = threading.local()
 
@@ -210,13 +210,12 @@ class Searcher:
         """The query words used for ranking: common ones cost time and rank nearly nothing."""
         if len(groups) <= MIN_RANKED_WORDS:
             return exprs
-        version = self.store.data_version()
-        if self._vocab_version != version:
+        if not self._vocab_ready:  # a live view of the index's terms: created once per connection
             self.conn.execute(
                 "CREATE VIRTUAL TABLE IF NOT EXISTS temp.passage_vocab"
                 " USING fts5vocab(main, passage_fts, row)"
             )
-            self._vocab_version = version
+            self._vocab_ready = True
 
         # Rarest words first, while the passages they match stay within a budget: the query
         # cost then stays bounded however large the library grows. A Chinese word's sub-words
