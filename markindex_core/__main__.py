@@ -1,5 +1,5 @@
 import sys
 
-from markindex_core.cli import main
+from markindex_core.cli.main import main
 
 sys.exit(main())

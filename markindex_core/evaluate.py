@@ -20,7 +20,7 @@ from typing import Any
 
 from markindex_core.errors import InvalidArgument
 from markindex_core.library import Library
-from markindex_core.search import Hit
+from markindex_core.search.searcher import Hit
 
 K = 5
 

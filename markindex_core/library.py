@@ -9,11 +9,12 @@ from typing import TYPE_CHECKING, Any
 
 from markindex_core.config import DB_FILE_NAME, INDEX_DIR_NAME, SEARCH_DEFAULT_LIMIT
 from markindex_core.errors import InvalidArgument, LibraryNotFound, ReadOnlyLibrary
-from markindex_core.search import Searcher, SearchResult
-from markindex_core.store import Store
+from markindex_core.search.searcher import Searcher, SearchResult
+from markindex_core.store.db import Store
+from markindex_core.tools.contract import call_tool
 
 if TYPE_CHECKING:  # the indexer (markdown-it, multiprocessing) loads only when indexing
-    from markindex_core.indexer import IndexReport, Progress
+    from markindex_core.index.indexer import IndexReport, Progress
 
 
 def default_db_path(root: Path) -> Path:
@@ -62,7 +63,7 @@ class Library:
         workers: int | None = None,
     ) -> IndexReport:
         """Bring the index in line with the folder (incremental). Fails fast if another writer runs."""
-        from markindex_core.indexer import Indexer, open_for_writing
+        from markindex_core.index.indexer import Indexer, open_for_writing
 
         self.ensure_db_dir()
         store, lock = open_for_writing(self.db_path)
@@ -115,8 +116,6 @@ class Library:
 
     def call_tool(self, name: str, args: dict[str, Any] | None = None) -> str:
         """Run one agent tool (see `tools.py`) and return its JSON envelope; never raises."""
-        from markindex_core.tools import call_tool
-
         return call_tool(self, name, args)
 
     def close(self) -> None:

@@ -12,11 +12,11 @@ from textual.binding import Binding, BindingType
 from textual.widgets import TextArea, Tree
 from textual.worker import Worker, WorkerState
 
-from markindex_core import segment
-from markindex_core.daemon import Daemon
 from markindex_core.errors import MarkindexError
 from markindex_core.library import Library
-from markindex_core.status import read_status
+from markindex_core.serve.daemon import Daemon
+from markindex_core.serve.status import read_status
+from markindex_core.text import segment
 from markindex_tui.data import now
 from markindex_tui.screens.browse import BrowseScreen
 from markindex_tui.screens.build import BuildScreen

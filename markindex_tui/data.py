@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from markindex_core.config import TUI_PREVIEW_MAX_LINES
 from markindex_core.library import Library
-from markindex_core.status import read_status
+from markindex_core.serve.status import read_status
 
 RefKind = Literal["folder", "document", "node", "skipped", "more"]
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from markindex_core.cli import build_parser
+from markindex_core.cli.main import build_parser
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar, cast
 
 from textual import on, work
 from textual.app import ComposeResult
@@ -15,17 +15,15 @@ from textual.widgets import Footer, Tree
 
 from markindex_core.config import TUI_POLL_SECONDS, TUI_WRITER_POLL_SECONDS
 from markindex_core.errors import MarkindexError
-from markindex_core.search import Hit
+from markindex_core.search.searcher import Hit
 from markindex_tui import data
+from markindex_tui.context import AppContext
 from markindex_tui.data import DocInfo, Ref
 from markindex_tui.screens.search import SearchScreen, scopes_for
 from markindex_tui.widgets.doc_info import DocInfo as DocInfoPanel
 from markindex_tui.widgets.library_tree import LibraryTree
 from markindex_tui.widgets.lines_view import LinesView
 from markindex_tui.widgets.status_bar import StatusBar
-
-if TYPE_CHECKING:
-    from markindex_tui.app import MarkindexApp
 
 
 class BrowseScreen(Screen[None]):
@@ -50,8 +48,8 @@ class BrowseScreen(Screen[None]):
         self.last_preview_ms = 0.0  # highlight → lines shown (the benchmark reads it)
 
     @property
-    def mapp(self) -> MarkindexApp:
-        return self.app  # type: ignore[return-value]
+    def mapp(self) -> AppContext:
+        return cast(AppContext, self.app)
 
     def compose(self) -> ComposeResult:
         lib = self.mapp.lib

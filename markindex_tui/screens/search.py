@@ -19,7 +19,7 @@ from textual.widgets.option_list import Option
 from markindex_core.config import TUI_SEARCH_LIMIT, TUI_SEARCH_PAUSE_SECONDS
 from markindex_core.errors import MarkindexError
 from markindex_core.library import Library
-from markindex_core.search import Hit, SearchResult
+from markindex_core.search.searcher import Hit, SearchResult
 
 
 @dataclass(frozen=True)

@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from markindex_core.config import TreeParams
-from markindex_core.document import build_document
+from markindex_core.index.document import build_document
 from markindex_core.model import ParsedDocument, Section, SkippedFile
-from markindex_core.store import Store
+from markindex_core.store.db import Store
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

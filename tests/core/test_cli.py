@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from markindex_core.cli import main
+from markindex_core.cli.main import main
 
 from .helpers import REPO_ROOT, make_library, write
 

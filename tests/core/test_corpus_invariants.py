@@ -6,12 +6,12 @@ import pytest
 from conftest import CORPUS, needs_corpus  # tests/conftest.py
 
 from markindex_core.config import MAX_TITLE_CHARS, TreeParams
-from markindex_core.decode import decode, split_lines
-from markindex_core.document import build_document
+from markindex_core.index.decode import decode, split_lines
+from markindex_core.index.document import build_document
+from markindex_core.index.markdown import parse_markdown
+from markindex_core.index.scan import IgnoreRules, scan
+from markindex_core.index.tree import build_sections
 from markindex_core.model import SkippedFile
-from markindex_core.parse import parse_markdown
-from markindex_core.scan import IgnoreRules, scan
-from markindex_core.tree import build_sections
 
 from .helpers import check_tree, tree_shape
 

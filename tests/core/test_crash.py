@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from markindex_core.errors import IndexMissing
-from markindex_core.store import Store
+from markindex_core.store.db import Store
 
 from .helpers import REPO_ROOT, check_store_consistent, index_fingerprint, make_library, write
 
@@ -109,7 +109,7 @@ def _children(pid: int) -> list[int]:
 )
 def test_killed_writer_frees_the_lock_even_while_its_parse_workers_run(tmp_path: Path) -> None:
     """Forked parse workers must not keep the writer lock alive once their parent is gone."""
-    from markindex_core.lock import WriterLock
+    from markindex_core.store.lock import WriterLock
 
     root = tmp_path / "lib"
     para = "parse worker content with enough words to take a while " * 30

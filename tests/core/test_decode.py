@@ -6,7 +6,7 @@ import codecs
 
 import pytest
 
-from markindex_core.decode import Undecodable, decode, split_lines
+from markindex_core.index.decode import Undecodable, decode, split_lines
 
 TEXT = "# 标题 Title\n\n正文第一行。\r\nsecond line é\rthird\n"
 LINES = ["# 标题 Title", "", "正文第一行。", "second line é", "third"]

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from markindex_core.library import Library
-from markindex_core.store import Store
+from markindex_core.store.db import Store
 
 from .helpers import index_fingerprint, make_library, write
 
@@ -145,7 +145,7 @@ def test_deleting_a_skipped_file_forgets_it(lib: Library) -> None:
 
 
 def test_paths_scoped_runs(lib: Library, tmp_path: Path) -> None:
-    from markindex_core.indexer import Indexer, open_for_writing
+    from markindex_core.index.indexer import Indexer, open_for_writing
 
     lib.index()
     root = lib.root
@@ -177,7 +177,7 @@ def test_paths_scoped_runs(lib: Library, tmp_path: Path) -> None:
 
 
 def test_paths_scoped_run_does_not_follow_symlinked_folders(lib: Library, tmp_path: Path) -> None:
-    from markindex_core.indexer import Indexer, open_for_writing
+    from markindex_core.index.indexer import Indexer, open_for_writing
 
     lib.index()
     other = make_library(tmp_path / "other", 2)
@@ -192,7 +192,7 @@ def test_paths_scoped_run_does_not_follow_symlinked_folders(lib: Library, tmp_pa
 
 
 def test_scoped_run_removes_newly_ignored_path(lib: Library) -> None:
-    from markindex_core.indexer import Indexer, open_for_writing
+    from markindex_core.index.indexer import Indexer, open_for_writing
 
     lib.index()
     write(lib.root, "guides/.gitignore", "doc0.md\n")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from markindex_core.parse import parse_markdown
+from markindex_core.index.markdown import parse_markdown
 
 
 def heads(text: str, setext: bool = True) -> list[tuple[int, str, int, int]]:

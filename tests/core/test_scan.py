@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from markindex_core.errors import InvalidArgument
-from markindex_core.scan import IgnoreRules, normalize_ignore_pattern, scan
+from markindex_core.index.scan import IgnoreRules, normalize_ignore_pattern, scan
 
 from .helpers import write
 

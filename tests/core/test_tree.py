@@ -6,11 +6,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from markindex_core.config import MAX_NODE_TOKENS, MAX_TITLE_CHARS, TreeParams
-from markindex_core.decode import split_lines
+from markindex_core.index.decode import split_lines
+from markindex_core.index.markdown import parse_markdown
+from markindex_core.index.tree import build_sections
 from markindex_core.model import Section
-from markindex_core.parse import parse_markdown
-from markindex_core.tokens import estimate_tokens
-from markindex_core.tree import build_sections
+from markindex_core.text.tokens import estimate_tokens
 
 from .helpers import build, check_tree, tree_shape
 

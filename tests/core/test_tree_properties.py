@@ -6,7 +6,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from markindex_core.config import TreeParams
-from markindex_core.document import build_document
+from markindex_core.index.document import build_document
 from markindex_core.model import SkippedFile
 
 from .helpers import check_tree, tree_shape

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from markindex_core.library import Library
-from markindex_core.status import read_status_file
-from markindex_core.store import Store
+from markindex_core.serve.status import read_status_file
+from markindex_core.store.db import Store
 
 T = TypeVar("T")
 
@@ -150,7 +150,7 @@ def index_snapshot(store: Store, queries: list[str]) -> dict[str, Any]:
         }
     searches = {}
     for q in queries:
-        from markindex_core.search import Searcher
+        from markindex_core.search.searcher import Searcher
 
         res = Searcher(store).search(q, limit=20)
         searches[q] = [

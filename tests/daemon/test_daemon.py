@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from markindex_core.library import Library
-from markindex_core.lock import WriterLock
-from markindex_core.status import read_status
+from markindex_core.serve.status import read_status
+from markindex_core.store.lock import WriterLock
 
 from .helpers import DaemonProcess, doc_paths, find, running_daemon, wait_for
 

@@ -12,7 +12,7 @@ import anyio
 import pytest
 from mcp import Client, StdioServerParameters
 
-from markindex_core.status import read_status_file
+from markindex_core.serve.status import read_status_file
 
 from .helpers import wait_for
 from .workload import Workload

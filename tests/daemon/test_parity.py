@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from markindex_core.library import Library
-from markindex_core.store import Store
+from markindex_core.store.db import Store
 
 from .helpers import DaemonProcess, diff_snapshots, fresh_build, index_snapshot, wait_for
 from .workload import STAMP, WORDS, Workload

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from watchdog.observers import Observer
 
-from markindex_core.watch import (
+from markindex_core.serve.watch import (
     Coalescer,
     LibraryEvents,
     OverflowAlarm,

@@ -6,7 +6,7 @@ import json
 import tomllib
 
 import markindex_core
-from markindex_core.cli import build_parser
+from markindex_core.cli.main import build_parser
 from tests.conftest import REPO
 
 

@@ -18,8 +18,8 @@ from mcp.client.stdio import StdioServerParameters
 
 from markindex_core.config import RESPONSE_CHAR_BUDGET
 from markindex_core.library import Library
-from markindex_core.mcp_server import public_schema
-from markindex_core.tools import AGENT_INSTRUCTIONS, TOOLS
+from markindex_core.serve.mcp_server import public_schema
+from markindex_core.tools.contract import AGENT_INSTRUCTIONS, TOOLS
 from tests.mcp.helpers import (
     LARGEST_DOC,
     TOOL_NAMES,
@@ -290,7 +290,7 @@ async def test_streamable_http_on_localhost(indexed_sample: Library) -> None:
 def test_stdout_guard_sends_stray_output_to_stderr() -> None:
     code = (
         "import os, sys\n"
-        "from markindex_core.mcp_server import guard_stdout\n"
+        "from markindex_core.serve.mcp_server import guard_stdout\n"
         "wire = guard_stdout()\n"
         "print('stray print')\n"
         "os.system('echo child process output')\n"

@@ -13,9 +13,9 @@ import pytest
 
 from markindex_core.config import RESPONSE_CHAR_BUDGET
 from markindex_core.library import Library
-from markindex_core.lock import WriterLock
-from markindex_core.tools import AGENT_INSTRUCTIONS, TOOLS, call_tool_result
-from markindex_core.tools_check import BadInput, validate
+from markindex_core.store.lock import WriterLock
+from markindex_core.tools.check import BadInput, validate
+from markindex_core.tools.contract import AGENT_INSTRUCTIONS, TOOLS, call_tool_result
 from tests.mcp.helpers import (
     TOOL_NAMES,
     call,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from markindex_core import segment
+from markindex_core.text import segment
 
 
 def test_identifiers_are_kept_whole_and_split() -> None:

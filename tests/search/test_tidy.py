@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from markindex_core.config import FTS_OPTIMIZE_AFTER_WRITES
-from markindex_core.indexer import Indexer, open_for_writing
+from markindex_core.index.indexer import Indexer, open_for_writing
 from markindex_core.library import Library
 
 

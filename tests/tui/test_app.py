@@ -297,8 +297,8 @@ async def test_watch_indexes_a_new_file_inside_the_app(indexed_sample: Library) 
 
 def test_core_stays_headless() -> None:
     code = (
-        "import sys, markindex_core.cli as c; c.build_parser(); "
-        "import markindex_core.library, markindex_core.search; "
+        "import sys, markindex_core.cli.main as c; c.build_parser(); "
+        "import markindex_core.library, markindex_core.search.searcher; "
         "assert not any(m == 'textual' or m.startswith(('textual.', 'markindex_tui')) "
         "for m in sys.modules), 'core imported the TUI'"
     )

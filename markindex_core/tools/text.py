@@ -9,9 +9,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from markindex_core.config import TOOL_PAGE_CHARS
-from markindex_core.outline import title_path
-from markindex_core.tools_check import BadInput, node_id, steps
-from markindex_core.tools_page import (
+from markindex_core.store.outline import title_path
+from markindex_core.tools.check import BadInput, node_id, steps
+from markindex_core.tools.page import (
     Result,
     check_folder,
     find_document,
@@ -23,8 +23,8 @@ from markindex_core.tools_page import (
 )
 
 if TYPE_CHECKING:
-    from markindex_core.library import Library
-    from markindex_core.store import Store
+    from markindex_core.store.db import Store
+    from markindex_core.tools.access import IndexAccess
 
 LINE_PIECE_CHARS = TOOL_PAGE_CHARS // 4  # a longer line is served in pieces
 
@@ -46,7 +46,7 @@ def _units(lines: list[str], first: int) -> list[tuple[int, str]]:
     return out
 
 
-def get_node_content(lib: Library, store: Store, args: dict[str, Any]) -> Result:
+def get_node_content(lib: IndexAccess, store: Store, args: dict[str, Any]) -> Result:
     doc = find_document(store, args["doc_path"])
     path = doc["path"]
     wanted = list(
@@ -122,7 +122,7 @@ def get_node_content(lib: Library, store: Store, args: dict[str, Any]) -> Result
 
 
 # ----- search_documents --------------------------------------------------------------------------
-def search_documents(lib: Library, store: Store, args: dict[str, Any]) -> Result:
+def search_documents(lib: IndexAccess, store: Store, args: dict[str, Any]) -> Result:
     query = args["query"].strip()
     if not query:
         raise BadInput("`query` is empty: pass words, a question or an identifier", "query")

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 import xxhash
 
 from markindex_core.config import TreeParams
+from markindex_core.index.markdown import ParsedMarkdown
 from markindex_core.model import Section
-from markindex_core.parse import ParsedMarkdown
-from markindex_core.tokens import TokenCounter, estimate_tokens
+from markindex_core.text.tokens import TokenCounter, estimate_tokens
 
 
 @dataclass

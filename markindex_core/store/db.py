@@ -19,7 +19,7 @@ import apsw.bestpractice
 from markindex_core.config import LINE_BLOCK_SIZE, SCHEMA_VERSION
 from markindex_core.errors import IndexMissing, MarkindexError
 from markindex_core.model import ParsedDocument
-from markindex_core.segment import FTS_TOKENCHARS
+from markindex_core.text.segment import FTS_TOKENCHARS
 
 _TOKENIZE = f"unicode61 remove_diacritics 0 tokenchars '{FTS_TOKENCHARS}'"
 

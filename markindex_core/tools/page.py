@@ -9,11 +9,11 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from markindex_core.suggest import similar_paths
-from markindex_core.tools_check import ToolFailure, library_path, steps
+from markindex_core.store.suggest import similar_paths
+from markindex_core.tools.check import ToolFailure, library_path, steps
 
 if TYPE_CHECKING:
-    from markindex_core.store import Store
+    from markindex_core.store.db import Store
 
 Result = tuple[dict[str, Any], dict[str, Any]]
 

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from markindex_core.config import DAEMON_HEARTBEAT_S, STATUS_FILE_SUFFIX
 from markindex_core.errors import MarkindexError
-from markindex_core.lock import WriterLock
-from markindex_core.store import Store
+from markindex_core.store.db import Store
+from markindex_core.store.lock import WriterLock
 
 if TYPE_CHECKING:
     from markindex_core.library import Library

@@ -28,13 +28,13 @@ from markindex_core.config import (
     TOOL_MAX_PART,
 )
 from markindex_core.errors import MarkindexError
-from markindex_core.tools_check import BadInput, ToolFailure, steps, validate
-from markindex_core.tools_read import browse_documents, get_document, get_document_structure
-from markindex_core.tools_text import get_node_content, search_documents
+from markindex_core.tools.check import BadInput, ToolFailure, steps, validate
+from markindex_core.tools.read import browse_documents, get_document, get_document_structure
+from markindex_core.tools.text import get_node_content, search_documents
 
 if TYPE_CHECKING:
-    from markindex_core.library import Library
-    from markindex_core.store import Store
+    from markindex_core.store.db import Store
+    from markindex_core.tools.access import IndexAccess
 
 log = logging.getLogger("markindex.tools")
 
@@ -89,7 +89,7 @@ class ToolSpec:
     title: str
     description: str
     input_schema: dict[str, Any]
-    run: Callable[[Library, Store, dict[str, Any]], tuple[dict[str, Any], dict[str, Any]]]
+    run: Callable[[IndexAccess, Store, dict[str, Any]], tuple[dict[str, Any], dict[str, Any]]]
 
 
 TOOLS: dict[str, ToolSpec] = {
@@ -254,10 +254,10 @@ def _failure(code: str, message: str, details: dict[str, Any], next_steps: dict[
     )
 
 
-def index_being_built(lib: Library) -> bool:
+def index_being_built(lib: IndexAccess) -> bool:
     """True while some writer (this process's background build, a daemon, `markindex index`) holds
     the writer lock. Probed on a read-only descriptor: tools never create or write files."""
-    from markindex_core.lock import WriterLock
+    from markindex_core.store.lock import WriterLock
 
     path = WriterLock(lib.db_path).path
     try:
@@ -275,7 +275,7 @@ def index_being_built(lib: Library) -> bool:
     return False
 
 
-def _open_store(lib: Library) -> Store:
+def _open_store(lib: IndexAccess) -> Store:
     try:
         store = lib.store
     except MarkindexError as exc:
@@ -303,7 +303,7 @@ def _building() -> ToolFailure:
     )
 
 
-def call_tool_result(lib: Library, name: Any, args: Any) -> tuple[str, bool]:
+def call_tool_result(lib: IndexAccess, name: Any, args: Any) -> tuple[str, bool]:
     """Run one tool; return the envelope text and whether it succeeded. Never raises."""
     spec = TOOLS.get(name) if isinstance(name, str) else None
     if spec is None:
@@ -361,6 +361,6 @@ def call_tool_result(lib: Library, name: Any, args: Any) -> tuple[str, bool]:
         )
 
 
-def call_tool(lib: Library, name: str, args: dict[str, Any] | None = None) -> str:
+def call_tool(lib: IndexAccess, name: str, args: dict[str, Any] | None = None) -> str:
     """Run one tool by name and return its JSON envelope (never raises)."""
     return call_tool_result(lib, name, args)[0]

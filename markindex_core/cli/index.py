@@ -1,68 +1,28 @@
-"""The `markindex` command line: index, tree, search, links, status, eval, mcp, daemon, tui."""
+"""`markindex index` (build or update the index) and `markindex tree` (one document's outline)."""
 
 from __future__ import annotations
 
 import argparse
-import json
-import sys
-from collections.abc import Callable, Sequence
 from typing import Any
 
-from markindex_core.errors import MarkindexError
-
-EPILOG = "Every command takes --db FILE (default ROOT/.markindex/index.db) and --json."
-
-
-def _common(p: argparse.ArgumentParser, root: bool = True) -> None:
-    if root:
-        p.add_argument("root", metavar="ROOT", help="the library folder")
-    p.add_argument("--db", metavar="FILE", help="index file (default: ROOT/.markindex/index.db)")
-    p.add_argument("--json", action="store_true", help="print machine-readable JSON")
+from markindex_core.cli.common import (
+    Subparsers,
+    add_indexing_options,
+    add_library_args,
+    emit_json,
+    open_library,
+)
 
 
-def _indexing_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--ignore",
-        action="append",
-        default=[],
-        metavar="PATTERN",
-        help="gitignore-style pattern relative to ROOT to leave out (repeatable)",
-    )
-    g = p.add_mutually_exclusive_group()
-    g.add_argument(
-        "--setext",
-        dest="setext",
-        action="store_true",
-        default=None,
-        help="treat `===`/`---` underlines as headings (default; remembered by the index)",
-    )
-    g.add_argument(
-        "--no-setext",
-        dest="setext",
-        action="store_false",
-        help="treat `---` as a thematic break and `===` as text (remembered by the index)",
-    )
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="markindex",
-        description="Vectorless, structure-first retrieval over a folder of long Markdown documents.",
-        epilog=EPILOG,
-    )
-    from markindex_core import __version__
-
-    parser.add_argument("--version", action="version", version=f"markindex {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-
+def register(sub: Subparsers) -> None:
     p = sub.add_parser(
         "index",
         help="build or update the index of a library (incremental)",
         description="Parse every Markdown file under ROOT into its section tree and "
         "update the index: only new or changed files are rebuilt.",
     )
-    _common(p)
-    _indexing_options(p)
+    add_library_args(p)
+    add_indexing_options(p)
     p.set_defaults(func=cmd_index)
 
     p = sub.add_parser(
@@ -71,51 +31,15 @@ def build_parser() -> argparse.ArgumentParser:
         description="Print the optimized section tree of one document: node ids, "
         "kinds, titles, line ranges and tokens.",
     )
-    _common(p)
+    add_library_args(p)
     p.add_argument("doc", metavar="DOC", help="document path relative to ROOT")
     p.add_argument("--depth", type=int, default=None, help="levels to show (default: all)")
     p.set_defaults(func=cmd_tree)
 
-    from markindex_core import cli_more
-
-    cli_more.register(sub, _common, _indexing_options)
-    return parser
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    func: Callable[[argparse.Namespace], int] = args.func
-    try:
-        return func(args)
-    except MarkindexError as exc:
-        _error(exc.message, exc.hint, getattr(args, "json", False), exc.code)
-        return 1
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
-    except BrokenPipeError:
-        return 0
-
-
-def _error(message: str, hint: str, as_json: bool, code: str = "ERROR") -> None:
-    if as_json:
-        print(
-            json.dumps({"error": message, "hint": hint, "code": code}, ensure_ascii=False),
-            file=sys.stderr,
-        )
-    else:
-        print(f"error: {message}" + (f" (hint: {hint})" if hint else ""), file=sys.stderr)
-
-
-def emit_json(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2) + "\n")
-
 
 def cmd_index(args: argparse.Namespace) -> int:
-    from markindex_core.library import Library
 
-    lib = Library(args.root, args.db)
+    lib = open_library(args)
     if args.json:
         report = lib.index(ignore=args.ignore, setext=args.setext)
         emit_json(report.to_json())
@@ -158,11 +82,10 @@ def cmd_index(args: argparse.Namespace) -> int:
 
 
 def cmd_tree(args: argparse.Namespace) -> int:
-    from markindex_core.library import Library
-    from markindex_core.outline import nest
-    from markindex_core.suggest import unknown_document
+    from markindex_core.store.outline import nest
+    from markindex_core.store.suggest import unknown_document
 
-    lib = Library(args.root, args.db)
+    lib = open_library(args)
     doc = lib.document(args.doc)
     if doc is None:
         raise unknown_document(lib.store, args.doc)
@@ -202,7 +125,3 @@ def cmd_tree(args: argparse.Namespace) -> int:
     add(tree, outline)
     Console().print(tree)
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

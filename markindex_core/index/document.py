@@ -6,13 +6,13 @@ import posixpath
 
 import xxhash
 
-from markindex_core import segment
 from markindex_core.config import DESCRIPTION_CHARS, TreeParams
-from markindex_core.decode import Undecodable, decode, split_lines
+from markindex_core.index.decode import Undecodable, decode, split_lines
+from markindex_core.index.markdown import ParsedMarkdown, parse_markdown
+from markindex_core.index.passages import cut_passages
+from markindex_core.index.tree import build_sections
 from markindex_core.model import ParsedDocument, Passage, Section, SkippedFile
-from markindex_core.parse import ParsedMarkdown, parse_markdown
-from markindex_core.passages import cut_passages
-from markindex_core.tree import build_sections
+from markindex_core.text import segment
 
 
 def content_hash(data: bytes) -> str:

@@ -35,7 +35,7 @@ from watchdog.observers.api import BaseObserver
 from watchdog.observers.polling import PollingObserver
 
 from markindex_core.config import DAEMON_POLL_INTERVAL_S, IGNORE_FILE_NAME
-from markindex_core.scan import is_markdown
+from markindex_core.index.scan import is_markdown
 
 log = logging.getLogger("markindex.watch")
 

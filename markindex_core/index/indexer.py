@@ -18,7 +18,6 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from markindex_core import segment
 from markindex_core.config import (
     BATCH_BYTES,
     BATCH_DOCS,
@@ -31,11 +30,12 @@ from markindex_core.config import (
     PASSAGE_MIN_TOKENS,
     TreeParams,
 )
-from markindex_core.document import build_document, content_hash
-from markindex_core.lock import WriterLock
+from markindex_core.index.document import build_document, content_hash
+from markindex_core.index.scan import FileStat, IgnoreRules, scan
 from markindex_core.model import ParsedDocument, SkippedFile
-from markindex_core.scan import FileStat, IgnoreRules, scan
-from markindex_core.store import DocState, Store
+from markindex_core.store.db import DocState, Store
+from markindex_core.store.lock import WriterLock
+from markindex_core.text import segment
 
 Progress = Callable[[int, int, str], None]
 

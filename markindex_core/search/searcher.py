@@ -15,7 +15,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from markindex_core import segment
 from markindex_core.config import (
     EXPAND_MAX_LINES,
     EXPAND_RATIO,
@@ -36,8 +35,9 @@ from markindex_core.config import (
     WEIGHT_SUMMARY,
     WEIGHT_TITLE,
 )
-from markindex_core.stopwords import is_stopword
-from markindex_core.store import Store, connect
+from markindex_core.store.db import Store, connect
+from markindex_core.text import segment
+from markindex_core.text.stopwords import is_stopword
 
 
 @dataclass(frozen=True)

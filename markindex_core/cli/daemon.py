@@ -7,11 +7,17 @@ import json
 import logging
 import sys
 import time
-from collections.abc import Callable
-from typing import Any
+
+from markindex_core.cli.common import (
+    Subparsers,
+    add_indexing_options,
+    add_library_args,
+    emit_json,
+    open_library,
+)
 
 
-def register(sub: Any, common: Callable[..., None], indexing: Callable[..., None]) -> None:
+def register(sub: Subparsers) -> None:
     p = sub.add_parser(
         "daemon",
         help="keep the index live with a file watcher, and serve MCP over stdio",
@@ -20,8 +26,8 @@ def register(sub: Any, common: Callable[..., None], indexing: Callable[..., None
         "logs go to stderr) until stdin closes or SIGTERM/SIGINT. If another process holds the "
         "writer lock, serves read-only and takes over writing when it frees.",
     )
-    common(p)
-    indexing(p)
+    add_library_args(p)
+    add_indexing_options(p)
     p.add_argument(
         "--poll",
         action="store_true",
@@ -49,7 +55,7 @@ def register(sub: Any, common: Callable[..., None], indexing: Callable[..., None
         description="Documents, nodes, last index time, skipped files, and the live daemon's "
         "state (pid, heartbeat, queue, errors) when one runs.",
     )
-    common(p)
+    add_library_args(p)
     p.set_defaults(func=cmd_status)
 
 
@@ -81,17 +87,16 @@ def _setup_logging(as_json: bool, verbose: bool) -> None:
 
 
 def cmd_daemon(args: argparse.Namespace) -> int:
-    from markindex_core.daemon import run_daemon
     from markindex_core.errors import InvalidArgument
-    from markindex_core.library import Library
-    from markindex_core.scan import normalize_ignore_pattern
+    from markindex_core.index.scan import normalize_ignore_pattern
+    from markindex_core.serve.daemon import run_daemon
 
     if args.quiet_ms is not None and not 0 <= args.quiet_ms <= 60_000:
         raise InvalidArgument("--quiet-ms must be between 0 and 60000", "e.g. --quiet-ms 40")
     for pattern in args.ignore:
         normalize_ignore_pattern(pattern)  # reject bad patterns before anything starts
     _setup_logging(args.json, args.verbose)
-    lib = Library(args.root, args.db)
+    lib = open_library(args)
     run_daemon(
         lib,
         ignore=args.ignore,
@@ -116,11 +121,9 @@ def _ago(t: float | None) -> str:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from markindex_core.cli import emit_json
-    from markindex_core.library import Library
-    from markindex_core.status import read_status
+    from markindex_core.serve.status import read_status
 
-    lib = Library(args.root, args.db)
+    lib = open_library(args)
     st = read_status(lib)
     if args.json:
         emit_json(st)

@@ -18,9 +18,9 @@ from markindex_core.config import (
     STRUCTURE_KEY_ITEMS_SHOWN,
     TOOL_PAGE_CHARS,
 )
-from markindex_core.outline import nest
-from markindex_core.tools_check import node_id, steps
-from markindex_core.tools_page import (
+from markindex_core.store.outline import nest
+from markindex_core.tools.check import node_id, steps
+from markindex_core.tools.page import (
     Result,
     check_folder,
     find_document,
@@ -33,12 +33,12 @@ from markindex_core.tools_page import (
 )
 
 if TYPE_CHECKING:
-    from markindex_core.library import Library
-    from markindex_core.store import Store
+    from markindex_core.store.db import Store
+    from markindex_core.tools.access import IndexAccess
 
 
 # ----- browse_documents --------------------------------------------------------------------------
-def browse_documents(lib: Library, store: Store, args: dict[str, Any]) -> Result:
+def browse_documents(lib: IndexAccess, store: Store, args: dict[str, Any]) -> Result:
     folder = check_folder(store, args["folder"])
     subs, docs = store.folder_entries(folder)
     entries: list[dict[str, Any]] = [
@@ -91,7 +91,7 @@ def browse_documents(lib: Library, store: Store, args: dict[str, Any]) -> Result
 
 
 # ----- get_document ------------------------------------------------------------------------------
-def get_document(lib: Library, store: Store, args: dict[str, Any]) -> Result:
+def get_document(lib: IndexAccess, store: Store, args: dict[str, Any]) -> Result:
     doc = find_document(store, args["doc_path"])
     path = doc["path"]
     nodes = store.nodes(doc["id"])
@@ -204,7 +204,7 @@ def _flatten(
         _flatten(e.get("children", []), e["node_id"], level + 1, kids, out)
 
 
-def get_document_structure(lib: Library, store: Store, args: dict[str, Any]) -> Result:
+def get_document_structure(lib: IndexAccess, store: Store, args: dict[str, Any]) -> Result:
     doc = find_document(store, args["doc_path"])
     path = doc["path"]
     nodes = store.nodes(doc["id"])

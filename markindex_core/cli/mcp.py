@@ -9,8 +9,14 @@ import sys
 import threading
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from markindex_core.cli.common import (
+    Subparsers,
+    add_indexing_options,
+    add_library_args,
+    open_library,
+)
 from markindex_core.config import MCP_HTTP_HOST, MCP_HTTP_PORT
 from markindex_core.errors import MarkindexError
 
@@ -20,7 +26,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("markindex.mcp")
 
 
-def register(sub: Any, common: Callable[..., None], indexing: Callable[..., None]) -> None:
+def register(sub: Subparsers) -> None:
     p = sub.add_parser(
         "mcp",
         help="serve the library to agents over MCP (stdio, read-only tools)",
@@ -30,8 +36,8 @@ def register(sub: Any, common: Callable[..., None], indexing: Callable[..., None
         "with `markindex index ROOT`, or pass --reindex-on-start to update it in the background "
         "while the server answers from the existing index.",
     )
-    common(p)
-    indexing(p)
+    add_library_args(p)
+    add_indexing_options(p)
     p.add_argument(
         "--reindex-on-start",
         action="store_true",
@@ -101,13 +107,12 @@ def reindex_in_background(
 def cmd_mcp(args: argparse.Namespace) -> int:
     stdio = args.transport == "stdio"
     if stdio:
-        from markindex_core.mcp_server import guard_stdout
+        from markindex_core.serve.mcp_server import guard_stdout
 
         guard_stdout()  # before anything else can write to stdout
     _setup_logging()
-    from markindex_core.library import Library
 
-    lib = Library(args.root, args.db)
+    lib = open_library(args)
     if args.watch:
         return _run_watch(lib, args)
     if not args.reindex_on_start and not lib.has_index():
@@ -123,7 +128,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     )
     import anyio
 
-    from markindex_core import mcp_server
+    from markindex_core.serve import mcp_server
 
     if stdio:
         anyio.run(functools.partial(mcp_server.run_stdio, lib, background=background))
@@ -139,7 +144,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
 
 def _run_watch(lib: Library, args: argparse.Namespace) -> int:
     """`--watch`: the daemon's live index with MCP over stdio in the same process."""
-    from markindex_core.daemon import run_daemon
+    from markindex_core.serve.daemon import run_daemon
 
     run_daemon(
         lib, ignore=args.ignore, setext=args.setext, poll=False, quiet_ms=None, serve_mcp=True

@@ -36,12 +36,10 @@ from markindex_core.config import (
     DAEMON_SETTLED_QUIET_MS,
     DAEMON_TIDY_IDLE_S,
 )
-from markindex_core.indexer import Indexer, IndexReport
+from markindex_core.index.indexer import Indexer, IndexReport
 from markindex_core.library import Library
-from markindex_core.lock import WriterLock
-from markindex_core.status import read_status, write_status_file, writer_lock_state
-from markindex_core.store import Store
-from markindex_core.watch import (
+from markindex_core.serve.status import read_status, write_status_file, writer_lock_state
+from markindex_core.serve.watch import (
     Batch,
     Coalescer,
     LibraryEvents,
@@ -50,6 +48,8 @@ from markindex_core.watch import (
     minimal_paths,
     start_watching,
 )
+from markindex_core.store.db import Store
+from markindex_core.store.lock import WriterLock
 
 __all__ = ["Daemon", "read_status", "run_daemon"]
 
@@ -254,7 +254,7 @@ class Daemon:
         # a lock some other thread held and hang. Workers come from a clean fork server instead,
         # started now with the parser loaded so a burst does not pay for it.
         self._indexer.start_method = "forkserver"
-        multiprocessing.set_forkserver_preload(["markindex_core.indexer"])
+        multiprocessing.set_forkserver_preload(["markindex_core.index.indexer"])
         try:
             forkserver.ensure_running()
         except (OSError, ValueError) as exc:  # ValueError: no real stderr fd (e.g. inside a TUI)
@@ -413,7 +413,7 @@ def run_daemon(
     """
     daemon = Daemon(lib, ignore=ignore, setext=setext, poll=poll, quiet_ms=quiet_ms)
     if serve_mcp:
-        from markindex_core.mcp_server import run_stdio
+        from markindex_core.serve.mcp_server import run_stdio
 
         main: Callable[[], Awaitable[None]] = lambda: run_stdio(lib, background=[daemon.run])  # noqa: E731
     else:

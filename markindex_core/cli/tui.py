@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import argparse
 import importlib
-from collections.abc import Callable
-from typing import Any
+
+from markindex_core.cli.common import (
+    Subparsers,
+    add_library_args,
+)
 
 
-def register(sub: Any, common: Callable[..., None], indexing: Callable[..., None]) -> None:
+def register(sub: Subparsers) -> None:
     p = sub.add_parser(
         "tui",
         help="browse, search and cite a library in the terminal",
@@ -16,7 +19,7 @@ def register(sub: Any, common: Callable[..., None], indexing: Callable[..., None
         "lines with line numbers, live search, document metadata and index status. Offers to "
         "build the index when there is none; follows changes a daemon commits.",
     )
-    common(p)
+    add_library_args(p)
     p.add_argument(
         "--watch",
         action="store_true",

@@ -29,7 +29,7 @@ from markindex_core.config import (
     MCP_HTTP_PORT,
     MCP_TOOL_THREADS,
 )
-from markindex_core.tools import AGENT_INSTRUCTIONS, call_tool_result, tool_specs
+from markindex_core.tools.contract import AGENT_INSTRUCTIONS, call_tool_result, tool_specs
 
 if TYPE_CHECKING:
     from markindex_core.library import Library

@@ -6,7 +6,7 @@ import difflib
 import posixpath
 
 from markindex_core.errors import LibraryNotFound
-from markindex_core.store import Store
+from markindex_core.store.db import Store
 
 
 def similar_paths(candidates: list[str], wanted: str, n: int = 5) -> list[str]:

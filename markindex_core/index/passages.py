@@ -12,14 +12,14 @@ import itertools
 import re
 from bisect import bisect_left, bisect_right
 
-from markindex_core import segment
 from markindex_core.config import (
     GROUP_MAX_TOKENS,
     PASSAGE_MAX_TOKENS,
     PASSAGE_MIN_TOKENS,
 )
 from markindex_core.model import Passage, Section
-from markindex_core.tokens import estimate_tokens
+from markindex_core.text import segment
+from markindex_core.text.tokens import estimate_tokens
 
 _ARTICLE = re.compile(r"^\s*(?:\*\*)?第[一二三四五六七八九十百千零〇两\d]+条")
 _LIST_ITEM = re.compile(r"^\s{0,3}(?:[-*+]|\d{1,9}[.)])\s")

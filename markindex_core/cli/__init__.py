@@ -1,0 +1,1 @@
+"""The `markindex` command line: one module per command group, registered in `main`."""

@@ -1,0 +1,59 @@
+"""What every command shares: the ROOT/--db/--json arguments, indexing options, JSON output and
+opening the library. Heavy modules load inside the commands, so `--help` stays fast."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from markindex_core.library import Library
+
+# The `sub` object argparse returns from add_subparsers.
+Subparsers = Any
+
+
+def add_library_args(p: argparse.ArgumentParser, root: bool = True) -> None:
+    """ROOT (unless the command has none), --db and --json."""
+    if root:
+        p.add_argument("root", metavar="ROOT", help="the library folder")
+    p.add_argument("--db", metavar="FILE", help="index file (default: ROOT/.markindex/index.db)")
+    p.add_argument("--json", action="store_true", help="print machine-readable JSON")
+
+
+def add_indexing_options(p: argparse.ArgumentParser) -> None:
+    """--ignore and --setext/--no-setext, for every command that writes the index."""
+    p.add_argument(
+        "--ignore",
+        action="append",
+        default=[],
+        metavar="PATTERN",
+        help="gitignore-style pattern relative to ROOT to leave out (repeatable)",
+    )
+    g = p.add_mutually_exclusive_group()
+    g.add_argument(
+        "--setext",
+        dest="setext",
+        action="store_true",
+        default=None,
+        help="treat `===`/`---` underlines as headings (default; remembered by the index)",
+    )
+    g.add_argument(
+        "--no-setext",
+        dest="setext",
+        action="store_false",
+        help="treat `---` as a thematic break and `===` as text (remembered by the index)",
+    )
+
+
+def open_library(args: argparse.Namespace) -> Library:
+    """The library named by ROOT and --db."""
+    from markindex_core.library import Library
+
+    return Library(args.root, args.db)
+
+
+def emit_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2) + "\n")

@@ -1,0 +1,87 @@
+"""`markindex eval`: hit@k, MRR, evidence size and precision on questions with gold line ranges."""
+
+from __future__ import annotations
+
+import argparse
+
+from markindex_core.cli.common import Subparsers, add_library_args, emit_json, open_library
+
+
+def register(sub: Subparsers) -> None:
+    p = sub.add_parser(
+        "eval",
+        help="measure retrieval quality on questions with gold line ranges",
+        description="Run every question of one or more JSONL files through search and report "
+        "hit@1, hit@5, MRR, evidence lines and precision, per language and overall.",
+    )
+    add_library_args(p)
+    p.add_argument(
+        "--questions",
+        action="append",
+        required=True,
+        metavar="FILE",
+        help="JSONL question file (repeatable)",
+    )
+    p.add_argument(
+        "--max-evidence-lines",
+        type=int,
+        default=None,
+        metavar="N",
+        help="count a hit only when its cited passage is at most N lines",
+    )
+    p.add_argument("--out", metavar="FILE", help="write the full report (every question) as JSON")
+    p.set_defaults(func=cmd_eval)
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    import json
+    from pathlib import Path
+
+    from markindex_core.evaluate import evaluate, load_questions
+
+    lib = open_library(args)
+    questions = load_questions(Path(q) for q in args.questions)
+    report = evaluate(lib, questions, max_evidence_lines=args.max_evidence_lines)
+    if args.out:
+        Path(args.out).write_text(
+            json.dumps(report, ensure_ascii=False, indent=2), encoding="utf-8"
+        )
+    if args.json:
+        emit_json(report["metrics"])
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(
+        title=f"retrieval quality (k={report['k']}, max evidence {args.max_evidence_lines or '∞'} lines)"
+    )
+    for col in (
+        "set",
+        "n",
+        "hit@1",
+        "hit@5",
+        "MRR",
+        "lines",
+        "prec@1",
+        "prec hit",
+        "p50 ms",
+    ):
+        table.add_column(col, justify="right" if col != "set" else "left")
+    for name, m in report["metrics"].items():
+        table.add_row(
+            name,
+            str(m["questions"]),
+            f"{m['hit@1']:.1%}",
+            f"{m['hit@5']:.1%}",
+            f"{m['mrr']:.3f}",
+            f"{m['median_evidence_lines']:g}",
+            f"{m['precision@1']:.2f}",
+            f"{m['hit_precision']:.2f}",
+            f"{m['p50_ms']:.1f}",
+        )
+    Console().print(table)
+    Console(stderr=True).print(
+        "[dim]lines: median lines cited by the top result; prec@1: share of the top result's lines "
+        "inside gold; prec hit: the same for the first hitting result[/]"
+    )
+    return 0

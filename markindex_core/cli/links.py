@@ -1,0 +1,83 @@
+"""`markindex links` and `backlinks`: the internal link graph between documents."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from markindex_core.cli.common import Subparsers, add_library_args, emit_json, open_library
+
+
+def register(sub: Subparsers) -> None:
+    p = sub.add_parser(
+        "links",
+        help="a document's outgoing internal links (or every broken link)",
+        description="List the internal Markdown links of DOC with their line numbers, marking broken "
+        "ones; without DOC, list every broken link in the library.",
+    )
+    add_library_args(p)
+    p.add_argument("doc", metavar="DOC", nargs="?", help="document path relative to ROOT")
+    p.set_defaults(func=cmd_links)
+    p = sub.add_parser(
+        "backlinks",
+        help="documents that link to DOC",
+        description="List every document (and line) that links to DOC.",
+    )
+    add_library_args(p)
+    p.add_argument("doc", metavar="DOC", help="document path relative to ROOT")
+    p.set_defaults(func=cmd_backlinks)
+
+
+def cmd_links(args: argparse.Namespace) -> int:
+    from markindex_core.store.suggest import unknown_document
+
+    lib = open_library(args)
+    if args.doc:
+        doc = lib.document(args.doc)
+        if doc is None:
+            raise unknown_document(lib.store, args.doc)
+        rows = lib.store.links_from(doc["id"])
+        data: dict[str, Any] = {"path": doc["path"], "links": rows}
+    else:
+        rows = lib.store.broken_links()
+        data = {"broken": rows}
+    if args.json:
+        emit_json(data)
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table()
+    if args.doc:
+        for col in ("line", "target", "anchor", "status"):
+            table.add_column(col)
+        for r in rows:
+            table.add_row(
+                str(r["line"]), r["target"], r["anchor"], "[red]broken[/]" if r["broken"] else "ok"
+            )
+    else:
+        for col in ("source", "line", "missing target"):
+            table.add_column(col)
+        for r in rows:
+            table.add_row(r["source"], str(r["line"]), r["target"])
+    Console().print(table)
+    return 0
+
+
+def cmd_backlinks(args: argparse.Namespace) -> int:
+
+    lib = open_library(args)
+    rows = lib.store.links_to(args.doc.strip("/"))
+    if args.json:
+        emit_json({"path": args.doc, "backlinks": rows})
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table()
+    for col in ("source", "line", "anchor"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(r["source"], str(r["line"]), r["anchor"])
+    Console().print(table)
+    return 0

@@ -1,0 +1,54 @@
+"""`markindex search`: keyword search with passage citations."""
+
+from __future__ import annotations
+
+import argparse
+
+from markindex_core.cli.common import Subparsers, add_library_args, emit_json, open_library
+
+
+def register(sub: Subparsers) -> None:
+    p = sub.add_parser(
+        "search",
+        help="keyword search (Chinese, English, mixed) with passage citations",
+        description="BM25 search over section titles, merged headings and text. Prints "
+        "the best passage of each matching section as a citation [doc_path, Lx-y].",
+    )
+    add_library_args(p)
+    p.add_argument("query", metavar="QUERY", help="words, a question, or an identifier")
+    p.add_argument("--folder", help="only documents under this folder (relative to ROOT)")
+    p.add_argument("--doc", help="only this document (path relative to ROOT)")
+    p.add_argument("--limit", type=int, default=10, help="number of results (1-50, default 10)")
+    p.set_defaults(func=cmd_search)
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+
+    lib = open_library(args)
+    result = lib.search(args.query, folder=args.folder, doc_path=args.doc, limit=args.limit)
+    if args.json:
+        emit_json(result.to_json())
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    console = Console()
+    if result.notice:
+        console.print(f"[yellow]{result.notice}[/]", highlight=False)
+    # Two columns read well at 80 characters: the citation, the section path and the snippet stack.
+    table = Table(show_lines=True, expand=True)
+    table.add_column("score", justify="right", width=6)
+    table.add_column("citation · section · snippet", ratio=1)
+    for hit in result.hits:
+        cell = Text(hit.citation, style="bold cyan")
+        cell.append("\n" + " › ".join(hit.title_path), style="dim")
+        snippet = Text("\n" + hit.snippet)
+        snippet.highlight_words(
+            [t for t in result.terms if len(t) > 1], style="bold yellow", case_sensitive=False
+        )
+        cell.append_text(snippet)
+        table.add_row(f"{hit.score:.2f}", cell)
+    console.print(table)
+    console.print(f"[dim]{len(result.hits)} results, {result.mode}, {result.elapsed_ms:.1f} ms[/]")
+    return 0 if result.hits else 1

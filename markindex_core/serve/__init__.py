@@ -1,0 +1,1 @@
+"""Long-running services over one library: the MCP server, the live-index daemon, its watcher and status."""

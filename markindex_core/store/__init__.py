@@ -1,0 +1,1 @@
+"""The index file: SQLite schema, reads and writes (`db`), the single-writer lock, outlines and name suggestions."""

@@ -1,0 +1,27 @@
+"""What the tools need from a library: its index path, a read connection and search.
+
+`markindex_core.library.Library` provides all three. The tools depend on this protocol, not on the
+library layer above them, so `Library.call_tool` can import the tools without an import cycle.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Protocol
+
+from markindex_core.search.searcher import SearchResult
+from markindex_core.store.db import Store
+
+
+class IndexAccess(Protocol):
+    @property
+    def db_path(self) -> Path: ...
+
+    @property
+    def store(self) -> Store:
+        """A read-only connection for the calling thread."""
+        ...
+
+    def search(
+        self, query: str, *, folder: str | None = ..., doc_path: str | None = ..., limit: int = ...
+    ) -> SearchResult: ...
