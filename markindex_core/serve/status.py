@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from markindex_core.config import DAEMON_HEARTBEAT_S, STATUS_FILE_SUFFIX
 from markindex_core.errors import MarkindexError
 from markindex_core.store.db import Store
-from markindex_core.store.lock import WriterLock
+from markindex_core.store.lock import WriterLock, lock_path_for, writer_active
 
 if TYPE_CHECKING:
     from markindex_core.library import Library
@@ -60,18 +60,10 @@ def _pid_alive(pid: int) -> bool:
 
 
 def writer_lock_state(db_path: Path) -> tuple[bool, int | None]:
-    """(someone holds the writer lock, pid written in the lock file)."""
-    lock = WriterLock(db_path)
-    pid: int | None = None
-    with contextlib.suppress(OSError, ValueError):
-        pid = int(lock.path.read_text(encoding="utf-8").strip())
-    if not lock.path.exists():
+    """(someone holds the writer lock, pid written in the lock file). Never takes the lock."""
+    if not writer_active(lock_path_for(db_path)):
         return False, None
-    try:
-        locked = lock.is_locked_by_other()
-    except OSError:
-        return False, pid
-    return locked, pid if locked else None
+    return True, WriterLock(db_path).holder_pid()
 
 
 def read_status(lib: Library) -> dict[str, Any]:

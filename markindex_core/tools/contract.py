@@ -8,10 +8,8 @@ Every call returns a JSON envelope string and never raises:
 
 from __future__ import annotations
 
-import fcntl
 import json
 import logging
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -28,6 +26,7 @@ from markindex_core.config import (
     TOOL_MAX_PART,
 )
 from markindex_core.errors import MarkindexError
+from markindex_core.store.lock import lock_path_for, writer_active
 from markindex_core.tools.check import BadInput, ToolFailure, steps, validate
 from markindex_core.tools.read import browse_documents, get_document, get_document_structure
 from markindex_core.tools.text import get_node_content, search_documents
@@ -256,23 +255,8 @@ def _failure(code: str, message: str, details: dict[str, Any], next_steps: dict[
 
 def index_being_built(lib: IndexAccess) -> bool:
     """True while some writer (this process's background build, a daemon, `markindex index`) holds
-    the writer lock. Probed on a read-only descriptor: tools never create or write files."""
-    from markindex_core.store.lock import WriterLock
-
-    path = WriterLock(lib.db_path).path
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    except OSError:
-        return False
-    finally:
-        os.close(fd)  # closing drops the probe's own shared lock
-    return False
+    the writer lock. Tools never create or write files: the probe only reads."""
+    return writer_active(lock_path_for(lib.db_path))
 
 
 def _open_store(lib: IndexAccess) -> Store:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import threading
@@ -12,6 +13,7 @@ import pytest
 
 from markindex_core.errors import WriterBusy
 from markindex_core.library import Library
+from markindex_core.serve.status import writer_lock_state
 from markindex_core.store.db import Store
 from markindex_core.store.lock import WriterLock
 
@@ -51,6 +53,46 @@ def test_lock_is_exclusive_within_one_process_too(tmp_path: Path) -> None:
     a.release()
     assert not b.is_locked_by_other() and b.try_acquire()
     b.release()
+
+
+def test_status_probes_never_block_a_writer(tmp_path: Path) -> None:
+    """`markindex status`, the daemon and the terminal app probe the lock all the time; a probe
+    must never make a real writer fail with WriterBusy, nor rewrite the lock file."""
+    db = tmp_path / "x.db"
+    stop = threading.Event()
+    probes = 0
+
+    def probe() -> None:
+        nonlocal probes
+        while not stop.is_set():
+            writer_lock_state(db)
+            WriterLock(db).is_locked_by_other()
+            probes += 1
+
+    first = WriterLock(db)
+    assert first.try_acquire()
+    first.release()
+    threads = [threading.Thread(target=probe) for _ in range(2)]
+    for t in threads:
+        t.start()
+    failures = 0
+    try:
+        for _ in range(300):
+            writer = WriterLock(db)
+            if not writer.try_acquire():
+                failures += 1
+                continue
+            before = writer.path.read_bytes()
+            assert writer_lock_state(db) == (True, os.getpid())
+            assert writer.path.read_bytes() == before  # probes only read the lock file
+            writer.release()
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(timeout=10)
+    assert probes > 100
+    assert failures == 0
+    assert writer_lock_state(db) == (False, None)
 
 
 def test_reader_sees_consistent_snapshots_during_a_big_write(tmp_path: Path) -> None:
