@@ -45,14 +45,52 @@ _ANNOTATIONS = {
 }
 
 
+# What every major tool-calling API accepts: the keywords of Gemini's function-declaration
+# Schema (an OpenAPI 3.0 subset), which Anthropic and OpenAI accept too.
+PUBLISHED_KEYWORDS = frozenset(
+    {
+        "type",
+        "description",
+        "properties",
+        "required",
+        "items",
+        "enum",
+        "default",
+        "minimum",
+        "maximum",
+        "minLength",
+        "maxLength",
+        "minItems",
+        "maxItems",
+    }
+)
+
+
 def public_schema(schema: Any) -> Any:
-    """The schema as published: our private `format` checks (library paths, node ids) are
-    enforced by the tools' validator and left out, so strict client validators don't trip on them."""
-    if isinstance(schema, dict):
-        return {k: public_schema(v) for k, v in schema.items() if k != "format"}
-    if isinstance(schema, list):
-        return [public_schema(v) for v in schema]
-    return schema
+    """The schema as published, in the subset every major tool-calling API accepts.
+
+    The tools' own validator keeps enforcing the full contract; publishing leaves out what some
+    clients reject: our private `format` checks (library paths, node ids), `additionalProperties`
+    (Gemini's function declarations refuse it) and `null` in type lists (single-type dialects
+    refuse `["string", "null"]`): an optional argument is simply not required, and a null default
+    is not published.
+    """
+    if not isinstance(schema, dict):
+        return schema
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key == "properties":
+            out[key] = {name: public_schema(sub) for name, sub in value.items()}
+        elif key == "items":
+            out[key] = public_schema(value)
+        elif key == "type" and isinstance(value, list):
+            kinds = [v for v in value if v != "null"]
+            out[key] = kinds[0] if len(kinds) == 1 else kinds
+        elif key == "default" and value is None:
+            continue
+        elif key in PUBLISHED_KEYWORDS:
+            out[key] = value
+    return out
 
 
 def mcp_tools() -> list[types.Tool]:
