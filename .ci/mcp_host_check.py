@@ -13,7 +13,9 @@ from mcp.client.stdio import stdio_client
 
 def host_config(markindex: str, library: str, db: str) -> dict[str, object]:
     """What a user pastes into claude_desktop_config.json / .cursor/mcp.json (see README)."""
-    return {"mcpServers": {"markindex": {"command": markindex, "args": ["mcp", library, "--db", db]}}}
+    return {
+        "mcpServers": {"markindex": {"command": markindex, "args": ["mcp", library, "--db", db]}}
+    }
 
 
 async def main(markindex: str, library: str, db: str) -> None:
