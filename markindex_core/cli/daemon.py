@@ -129,7 +129,12 @@ def cmd_status(args: argparse.Namespace) -> int:
         emit_json(st)
         return 0 if st["indexed"] else 1
     from rich.console import Console
-    from rich.markup import escape
+    from rich.markup import escape as escape_markup
+
+    from markindex_core.text.safe import printable
+
+    def escape(text: str) -> str:  # untrusted text: no markup, no control characters
+        return escape_markup(printable(text))
 
     out = Console(highlight=False)
     out.print(f"[bold]{escape(st['root'])}[/] → {escape(st['db'])}")

@@ -54,7 +54,10 @@ def _error(message: str, hint: str, as_json: bool, code: str = "ERROR") -> None:
             file=sys.stderr,
         )
     else:
-        print(f"error: {message}" + (f" (hint: {hint})" if hint else ""), file=sys.stderr)
+        from markindex_core.text.safe import printable
+
+        line = f"error: {message}" + (f" (hint: {hint})" if hint else "")
+        print(printable(line), file=sys.stderr)
 
 
 if __name__ == "__main__":

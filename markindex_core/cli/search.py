@@ -33,17 +33,19 @@ def cmd_search(args: argparse.Namespace) -> int:
     from rich.table import Table
     from rich.text import Text
 
+    from markindex_core.text.safe import printable
+
     console = Console()
     if result.notice:
-        console.print(f"[yellow]{result.notice}[/]", highlight=False)
+        console.print(Text(printable(result.notice), style="yellow"))
     # Two columns read well at 80 characters: the citation, the section path and the snippet stack.
     table = Table(show_lines=True, expand=True)
     table.add_column("score", justify="right", width=6)
     table.add_column("citation · section · snippet", ratio=1)
     for hit in result.hits:
-        cell = Text(hit.citation, style="bold cyan")
-        cell.append("\n" + " › ".join(hit.title_path), style="dim")
-        snippet = Text("\n" + hit.snippet)
+        cell = Text(printable(hit.citation), style="bold cyan")
+        cell.append("\n" + " › ".join(map(printable, hit.title_path)), style="dim")
+        snippet = Text("\n" + printable(hit.snippet, multiline=True))
         snippet.highlight_words(
             [t for t in result.terms if len(t) > 1], style="bold yellow", case_sensitive=False
         )
