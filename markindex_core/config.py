@@ -103,6 +103,8 @@ MCP_TOOL_THREADS = 8  # worker threads (each with its own read connection) servi
 MCP_BACKGROUND_GRACE_SECONDS = 2.0  # background jobs wait for the first answer at most this long
 MCP_HTTP_HOST = "127.0.0.1"
 MCP_HTTP_PORT = 8765
+MCP_HTTP_LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")  # accepted as Host when bound to one
+MCP_HTTP_WILDCARD_HOSTS = ("0.0.0.0", "::", "")  # every interface: only loopback names by default
 
 # ----- Live index (daemon, watch) -----------------------------------------------------------
 DAEMON_QUIET_MS = 40  # a batch is reconciled once file events pause this long…

@@ -21,12 +21,15 @@ import anyio.to_thread
 from mcp import types
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
+from mcp.server.transport_security import TransportSecuritySettings
 
 from markindex_core import __version__
 from markindex_core.config import (
     MCP_BACKGROUND_GRACE_SECONDS,
     MCP_HTTP_HOST,
+    MCP_HTTP_LOOPBACK_NAMES,
     MCP_HTTP_PORT,
+    MCP_HTTP_WILDCARD_HOSTS,
     MCP_TOOL_THREADS,
 )
 from markindex_core.tools.contract import AGENT_INSTRUCTIONS, call_tool_result, tool_specs
@@ -174,19 +177,63 @@ async def run_stdio(
         text.detach()
 
 
+def _host_port(host: str, port: int | str) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def http_security(
+    host: str,
+    port: int,
+    *,
+    allowed_hosts: Sequence[str] = (),
+    allowed_origins: Sequence[str] = (),
+) -> TransportSecuritySettings:
+    """DNS-rebinding protection for every bind address: requests must name the bound host.
+
+    The SDK turns the Host/Origin checks on only for 127.0.0.1, localhost and ::1; for any other
+    address it would accept a foreign Host or Origin. Here the bound host:port is always allowed,
+    and the loopback names on any port (as the SDK does) when bound to loopback or to every
+    interface; a reverse proxy adds the names it forwards with `allowed_hosts` /
+    `allowed_origins`.
+    """
+    bound: list[str] = []
+    if host not in MCP_HTTP_WILDCARD_HOSTS and host not in MCP_HTTP_LOOPBACK_NAMES:
+        bound.append(_host_port(host, port))
+        if port == 80:  # a client may leave the default port out of Host and Origin
+            bound.append(_host_port(host, "").removesuffix(":"))
+    if host in MCP_HTTP_LOOPBACK_NAMES or host in MCP_HTTP_WILDCARD_HOSTS:
+        bound += [_host_port(h, "*") for h in MCP_HTTP_LOOPBACK_NAMES]
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=[*bound, *allowed_hosts],
+        allowed_origins=[*(f"http://{b}" for b in bound), *allowed_origins],
+    )
+
+
 async def run_http(
     lib: Library,
     *,
     host: str = MCP_HTTP_HOST,
     port: int = MCP_HTTP_PORT,
+    allowed_hosts: Sequence[str] = (),
+    allowed_origins: Sequence[str] = (),
     background: Sequence[Callable[[], Awaitable[None]]] = (),
 ) -> None:
-    """Serve MCP over streamable HTTP at http://host:port/mcp (localhost by default)."""
+    """Serve MCP over streamable HTTP at http://host:port/mcp (localhost by default), with
+    Host/Origin checks against DNS rebinding whatever the bind address."""
     import uvicorn
 
     server = build_server(lib)
     ready = _first_answer(server)
-    app = server.streamable_http_app(host=host)
+    security = http_security(
+        host, port, allowed_hosts=allowed_hosts, allowed_origins=allowed_origins
+    )
+    log.info(
+        "accepting Host %s; Origin %s (or none)",
+        ", ".join(security.allowed_hosts),
+        ", ".join(security.allowed_origins),
+    )
+    app = server.streamable_http_app(host=host, transport_security=security)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
     async with anyio.create_task_group() as tg:
         for job in background:
