@@ -12,6 +12,7 @@ from markindex_core.cli.common import (
     emit_json,
     open_library,
 )
+from markindex_core.config import CLI_PROGRESS_PATH_CHARS
 
 
 def register(sub: Subparsers) -> None:
@@ -45,6 +46,7 @@ def cmd_index(args: argparse.Namespace) -> int:
         emit_json(report.to_json())
         return 0
     from rich.console import Console
+    from rich.markup import escape
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from markindex_core.text.safe import printable
@@ -62,7 +64,12 @@ def cmd_index(args: argparse.Namespace) -> int:
         task = bar.add_task("", total=None)
 
         def progress(done: int, total: int, path: str) -> None:
-            bar.update(task, completed=done, total=total, description=printable(path[-60:]))
+            bar.update(
+                task,
+                completed=done,
+                total=total,
+                description=escape(printable(path[-CLI_PROGRESS_PATH_CHARS:])),
+            )
 
         report = lib.index(ignore=args.ignore, setext=args.setext, progress=progress)
     out = Console()

@@ -35,6 +35,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     func: Callable[[argparse.Namespace], int] = args.func
+    from markindex_core.logs import setup_logging
+
+    setup_logging(json=getattr(args, "json", False), verbose=getattr(args, "verbose", False))
     try:
         return func(args)
     except MarkindexError as exc:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import functools
 import logging
-import sys
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -78,12 +77,6 @@ def register(sub: Subparsers) -> None:
     p.set_defaults(func=cmd_mcp)
 
 
-def _setup_logging() -> None:
-    logging.basicConfig(
-        stream=sys.stderr, level=logging.INFO, format="markindex mcp: %(levelname)s %(message)s"
-    )
-
-
 def reindex_in_background(
     lib: Library, *, ignore: list[str] | None, setext: bool | None
 ) -> Callable[[], Awaitable[None]]:
@@ -137,7 +130,6 @@ def cmd_mcp(args: argparse.Namespace) -> int:
         from markindex_core.serve.mcp_server import guard_stdout
 
         guard_stdout()  # before anything else can write to stdout
-    _setup_logging()
 
     lib = open_library(args)
     if args.watch:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from markindex_core.cli.common import Subparsers, add_library_args, emit_json, open_library
+from markindex_core.config import SEARCH_DEFAULT_LIMIT, SEARCH_MAX_LIMIT
 
 
 def register(sub: Subparsers) -> None:
@@ -18,7 +19,12 @@ def register(sub: Subparsers) -> None:
     p.add_argument("query", metavar="QUERY", help="words, a question, or an identifier")
     p.add_argument("--folder", help="only documents under this folder (relative to ROOT)")
     p.add_argument("--doc", help="only this document (path relative to ROOT)")
-    p.add_argument("--limit", type=int, default=10, help="number of results (1-50, default 10)")
+    p.add_argument(
+        "--limit",
+        type=int,
+        default=SEARCH_DEFAULT_LIMIT,
+        help=f"number of results (1-{SEARCH_MAX_LIMIT}, default {SEARCH_DEFAULT_LIMIT})",
+    )
     p.set_defaults(func=cmd_search)
 
 
