@@ -13,7 +13,7 @@ import logging
 import sys
 from typing import TextIO
 
-from markindex_core.text.safe import printable
+from markindex_core.text.safe import json_controls_escaped, printable
 
 LOGGER_NAME = "markindex"
 TEXT_FORMAT = "%(asctime)s %(name)s %(levelname)s: %(message)s"
@@ -32,7 +32,7 @@ class JsonLines(logging.Formatter):
         }
         if record.exc_info:
             line["traceback"] = self.formatException(record.exc_info)
-        return jsonlib.dumps(line, ensure_ascii=False)
+        return json_controls_escaped(jsonlib.dumps(line, ensure_ascii=False))
 
 
 class TextLines(logging.Formatter):

@@ -52,10 +52,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _error(message: str, hint: str, as_json: bool, code: str = "ERROR") -> None:
     if as_json:
-        print(
-            json.dumps({"error": message, "hint": hint, "code": code}, ensure_ascii=False),
-            file=sys.stderr,
-        )
+        from markindex_core.text.safe import json_controls_escaped
+
+        line = json.dumps({"error": message, "hint": hint, "code": code}, ensure_ascii=False)
+        print(json_controls_escaped(line), file=sys.stderr)
     else:
         from markindex_core.text.safe import printable
 

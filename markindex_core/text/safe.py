@@ -39,6 +39,19 @@ def printable(text: str, *, multiline: bool = False) -> str:
     return text.translate(_MULTI_LINE if multiline else _ONE_LINE)
 
 
+# JSON escapes C0 itself, but `json.dumps(..., ensure_ascii=False)` leaves DEL and C1 raw.
+_JSON_CONTROL = str.maketrans({cp: f"\\u{cp:04x}" for cp in (0x7F, *range(0x80, 0xA0))})
+
+
+def json_controls_escaped(json_text: str) -> str:
+    """JSON text (from `json.dumps`) with DEL and C1 characters written as `\\u` escapes.
+
+    They can only occur inside JSON strings, so the parsed values stay exactly the same, while a
+    terminal showing the JSON never receives a raw C1 control such as CSI (U+009B).
+    """
+    return json_text.translate(_JSON_CONTROL)
+
+
 def is_printable(text: str, *, multiline: bool = False) -> bool:
     """True when `printable` would leave `text` unchanged (no control character in it)."""
     return printable(text, multiline=multiline) == text

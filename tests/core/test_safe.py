@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from markindex_core.text.safe import is_printable, printable
+import json
+
+from markindex_core.text.safe import is_printable, json_controls_escaped, printable
 
 
 def test_escape_sequences_become_visible() -> None:
@@ -30,3 +32,11 @@ def test_ordinary_text_is_unchanged() -> None:
     text = "Install › 安装指南 — naïve \\path [x]"
     assert printable(text) == text and is_printable(text)
     assert not is_printable("x\x1b")
+
+
+def test_json_keeps_values_exact_without_raw_c1() -> None:
+    value = {"t": "a\x9b31m\x7f\x1b\u0085 安装"}
+    text = json_controls_escaped(json.dumps(value, ensure_ascii=False))
+    assert json.loads(text) == value
+    assert not any(0x7F <= ord(c) < 0xA0 or ord(c) < 0x20 for c in text)
+    assert "安装" in text

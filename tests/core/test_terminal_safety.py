@@ -107,7 +107,14 @@ def test_json_output_stays_exact(hostile: tuple[Path, Path]) -> None:
     assert markindex("index", str(root), "--db", str(db), "--json").returncode == 0
     proc = markindex("search", str(root), "--db", str(db), "--json", "zqosc")
     assert proc.returncode == 0
+    assert_no_raw_control(proc)  # C0 escaped by JSON itself, DEL and C1 by us
     hits = json.loads(proc.stdout)["hits"]
-    assert any(OSC52 in h["snippet"] or "\x1b" in h["snippet"] for h in hits)
+    assert any(OSC52 in h["snippet"] for h in hits)
+    assert any(C1_CSI in h["snippet"] for h in hits)
+    assert any(h["doc_path"] == f"name{TITLE}.md" for h in hits)
     proc = markindex("tree", str(root), "--db", str(db), "--json", "esc.md")
     assert json.loads(proc.stdout)["title"].startswith(f"T{TITLE}")
+    proc = markindex("tree", str(root), "--db", str(db), "--json", f"gone{C1_CSI}.md")
+    assert proc.returncode == 1
+    assert_no_raw_control(proc)
+    assert json.loads(proc.stderr)["code"] == "NOT_FOUND"
