@@ -116,6 +116,7 @@ MCP_HTTP_PORT = 8765
 MCP_HTTP_LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")  # accepted as Host when bound to one
 MCP_HTTP_WILDCARD_HOSTS = ("0.0.0.0", "::", "")  # every interface: only loopback names by default
 MCP_LOG_EXCERPT_CHARS = 200  # characters of a refused JSON-RPC line quoted in the log
+MCP_ID_SCAN_TOKENS = 10_000  # strings and brackets read looking for a refused request's id
 
 # ----- Live index (daemon, watch) -----------------------------------------------------------
 DAEMON_QUIET_MS = 40  # a batch is reconciled once file events pause this long…

@@ -36,6 +36,7 @@ from markindex_core.config import (
     MCP_HTTP_LOOPBACK_NAMES,
     MCP_HTTP_PORT,
     MCP_HTTP_WILDCARD_HOSTS,
+    MCP_ID_SCAN_TOKENS,
     MCP_LOG_EXCERPT_CHARS,
     MCP_TOOL_THREADS,
 )
@@ -162,12 +163,24 @@ _STRUCTURE = re.compile(r'["{}\[\]]')
 _RESPONSE_KEYS = frozenset({'"result"', '"error"'})
 
 
+_TAIL_ID = re.compile(r'(?<!\\)"id"\s*:\s*(-?\d+|"[^"\\]*(?:\\.[^"\\]*)*")\s*\}\s*$')
+
+
 def _scan(line: str) -> tuple[int | str | None, bool]:
-    """(`"id"`, is_response) of the outermost object, found by a linear scan that never parses
-    nested values (they may be too deep or broken)."""
+    """(`"id"`, is_response) of the outermost object without parsing nested values (they may be
+    too deep or broken). Bounded work for any line: the head is scanned token by token up to a
+    budget; an id written last (`…, "id": 7}`) is found at the tail."""
+    rid, response = _scan_head(line, MCP_ID_SCAN_TOKENS)
+    if rid is None and (m := _TAIL_ID.search(line[-MCP_LOG_EXCERPT_CHARS:])):
+        rid = json.loads(m.group(1))
+    return rid, response
+
+
+def _scan_head(line: str, budget: int) -> tuple[int | str | None, bool]:
     depth, rid, response = 0, None, False
     pos = _STRUCTURE.search(line)
-    while pos is not None:
+    while pos is not None and budget > 0:
+        budget -= 1
         i, c = pos.start(), pos.group()
         if c == '"':
             m = _JSON_STRING.match(line, i)

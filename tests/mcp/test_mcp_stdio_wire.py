@@ -7,6 +7,7 @@ import json
 import queue
 import subprocess
 import threading
+import time
 from typing import IO, Any
 
 from markindex_core.library import Library
@@ -126,3 +127,15 @@ def test_refusal_finds_only_the_outermost_id() -> None:
     assert found is not None and found.request_id is None
     found = refusal('{"jsonrpc": "2.0", "id": 8}')  # valid JSON, no method: still answered
     assert found is not None and found.request_id == 8 and found.code == -32600
+
+
+def test_finding_the_id_of_a_huge_deep_line_is_bounded() -> None:
+    nested = '{"a": ' * 1_000_000 + "1" + "}" * 1_000_000
+    for line, rid in (
+        ('{"jsonrpc": "2.0", "method": "ping", "params": ' + nested + ', "id": "last"}', "last"),
+        ('{"jsonrpc": "2.0", "id": 6, "method": "ping", "params": ' + nested + "}", 6),
+    ):
+        t0 = time.perf_counter()
+        found = refusal(line)
+        assert found is not None and found.request_id == rid
+        assert time.perf_counter() - t0 < 5  # a token-by-token scan of it took over 10 s
