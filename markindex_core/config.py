@@ -99,10 +99,24 @@ STRUCTURE_MAX_DEPTH = 32
 STRUCTURE_KEY_ITEMS_SHOWN = 30  # merged headings listed per outline entry
 DOC_LINKS_SHOWN = 100  # outgoing links and backlinks listed by get_document (totals always given)
 FRONT_MATTER_MAX_CHARS = 20_000  # larger front matter is replaced by its keys (and says so)
+TOOL_TITLE_CHARS = 300  # a title, warning or link target in a tool answer is cut to this
+TOOL_TITLE_PATH_CHARS = 200  # each entry of a title path, and each merged heading listed
+TOOL_ANCHOR_CHARS = 100  # a link's #anchor
+TOOL_SNIPPET_CHARS = 400  # a search result's snippet
+TOOL_SUMMARY_CHARS = 2000  # a node summary
+TOOL_WARNINGS_SHOWN = 20  # parse warnings listed by get_document
+TOOL_SUGGESTIONS_SHOWN = 3  # ready-made next calls offered (near matches, leaves to read)
+TOOL_TERMS_SHOWN = 32  # query terms echoed by search_documents
+TOOL_ECHO_CHARS = 64  # unknown names (tools, fields) are echoed back at most this long
+TOOL_ERROR_DETAIL_CHARS = 300  # exception text quoted in an INTERNAL_ERROR envelope
 MCP_TOOL_THREADS = 8  # worker threads (each with its own read connection) serving tool calls
 MCP_BACKGROUND_GRACE_SECONDS = 2.0  # background jobs wait for the first answer at most this long
 MCP_HTTP_HOST = "127.0.0.1"
 MCP_HTTP_PORT = 8765
+MCP_HTTP_LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")  # accepted as Host when bound to one
+MCP_HTTP_WILDCARD_HOSTS = ("0.0.0.0", "::", "")  # every interface: only loopback names by default
+MCP_LOG_EXCERPT_CHARS = 200  # characters of a refused JSON-RPC line quoted in the log
+MCP_ID_SCAN_TOKENS = 10_000  # strings and brackets read looking for a refused request's id
 
 # ----- Live index (daemon, watch) -----------------------------------------------------------
 DAEMON_QUIET_MS = 40  # a batch is reconciled once file events pause this long…
@@ -117,3 +131,9 @@ DAEMON_RACY_S = 2.0  # a file written this close to its indexing is re-hashed on
 DAEMON_RETRY_S = (1.0, 30.0)  # back-off after a failed reconcile: first, maximum
 DAEMON_ERRORS_KEPT = 20  # recent errors kept in the status file
 STATUS_FILE_SUFFIX = ".daemon.json"  # beside the index: ROOT/.markindex/index.db.daemon.json
+DAEMON_QUIET_MS_MAX = 60_000  # largest --quiet-ms accepted
+
+# ----- Command line (cli/) -----------------------------------------------------------------------
+CLI_PROGRESS_PATH_CHARS = 60  # tail of the current file's path shown beside the progress bar
+STATUS_SKIPPED_SHOWN = 20  # skipped files listed by `markindex status` (all of them with --json)
+STATUS_ERRORS_SHOWN = 5  # latest daemon errors listed by `markindex status`

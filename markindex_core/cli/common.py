@@ -56,4 +56,8 @@ def open_library(args: argparse.Namespace) -> Library:
 
 
 def emit_json(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2) + "\n")
+    """Exact data as JSON on stdout; DEL and C1 characters are \\u-escaped like C0 ones."""
+    from markindex_core.text.safe import json_controls_escaped
+
+    text = json.dumps(data, ensure_ascii=False, indent=2)
+    sys.stdout.write(json_controls_escaped(text) + "\n")

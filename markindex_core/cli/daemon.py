@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
-import logging
-import sys
 import time
 
 from markindex_core.cli.common import (
@@ -14,6 +11,12 @@ from markindex_core.cli.common import (
     add_library_args,
     emit_json,
     open_library,
+)
+from markindex_core.config import (
+    DAEMON_QUIET_MS,
+    DAEMON_QUIET_MS_MAX,
+    STATUS_ERRORS_SHOWN,
+    STATUS_SKIPPED_SHOWN,
 )
 
 
@@ -38,7 +41,7 @@ def register(sub: Subparsers) -> None:
         type=int,
         default=None,
         metavar="N",
-        help="reconcile once file events pause for N ms (default 40)",
+        help=f"reconcile once file events pause for N ms (default {DAEMON_QUIET_MS})",
     )
     p.add_argument(
         "--no-mcp",
@@ -59,43 +62,18 @@ def register(sub: Subparsers) -> None:
     p.set_defaults(func=cmd_status)
 
 
-class _JsonLines(logging.Formatter):
-    def format(self, record: logging.LogRecord) -> str:
-        return json.dumps(
-            {
-                "at": round(record.created, 3),
-                "level": record.levelname.lower(),
-                "logger": record.name,
-                "message": record.getMessage(),
-            },
-            ensure_ascii=False,
-        )
-
-
-def _setup_logging(as_json: bool, verbose: bool) -> None:
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(
-        _JsonLines()
-        if as_json
-        else logging.Formatter("%(asctime)s markindex: %(message)s", "%H:%M:%S")
-    )
-    for name in ("markindex.daemon", "markindex.watch"):
-        logger = logging.getLogger(name)
-        logger.addHandler(handler)
-        logger.setLevel(logging.DEBUG if verbose else logging.INFO)
-        logger.propagate = False
-
-
 def cmd_daemon(args: argparse.Namespace) -> int:
     from markindex_core.errors import InvalidArgument
     from markindex_core.index.scan import normalize_ignore_pattern
     from markindex_core.serve.daemon import run_daemon
 
-    if args.quiet_ms is not None and not 0 <= args.quiet_ms <= 60_000:
-        raise InvalidArgument("--quiet-ms must be between 0 and 60000", "e.g. --quiet-ms 40")
+    if args.quiet_ms is not None and not 0 <= args.quiet_ms <= DAEMON_QUIET_MS_MAX:
+        raise InvalidArgument(
+            f"--quiet-ms must be between 0 and {DAEMON_QUIET_MS_MAX}",
+            f"e.g. --quiet-ms {DAEMON_QUIET_MS}",
+        )
     for pattern in args.ignore:
         normalize_ignore_pattern(pattern)  # reject bad patterns before anything starts
-    _setup_logging(args.json, args.verbose)
     lib = open_library(args)
     run_daemon(
         lib,
@@ -129,7 +107,12 @@ def cmd_status(args: argparse.Namespace) -> int:
         emit_json(st)
         return 0 if st["indexed"] else 1
     from rich.console import Console
-    from rich.markup import escape
+    from rich.markup import escape as escape_markup
+
+    from markindex_core.text.safe import printable
+
+    def escape(text: str) -> str:  # untrusted text: no markup, no control characters
+        return escape_markup(printable(text))
 
     out = Console(highlight=False)
     out.print(f"[bold]{escape(st['root'])}[/] → {escape(st['db'])}")
@@ -157,7 +140,7 @@ def cmd_status(args: argparse.Namespace) -> int:
             out.print(f"  [yellow]{escape(d['notice'])}[/]")
         if d.get("error_count"):
             out.print(f"  [red]{d['error_count']} errors[/], latest:")
-            for e in d["errors"][-5:]:
+            for e in d["errors"][-STATUS_ERRORS_SHOWN:]:
                 out.print(f"    {escape(e['path'] or '-')}: {escape(e['error'])}")
     elif st["writer_locked"]:
         pid = st["writer_pid"]
@@ -166,8 +149,9 @@ def cmd_status(args: argparse.Namespace) -> int:
         )
     else:
         out.print("daemon: not running")
-    for s in st["skipped"][:20]:
+    for s in st["skipped"][:STATUS_SKIPPED_SHOWN]:
         out.print(f"[dim]skipped {escape(s['path'])}: {escape(s['reason'])}[/]")
-    if len(st["skipped"]) > 20:
-        out.print(f"[dim]… {len(st['skipped']) - 20} more skipped (see --json)[/]")
+    if len(st["skipped"]) > STATUS_SKIPPED_SHOWN:
+        more = len(st["skipped"]) - STATUS_SKIPPED_SHOWN
+        out.print(f"[dim]… {more} more skipped (see --json)[/]")
     return 0 if st["indexed"] else 1

@@ -51,6 +51,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
         return 0
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
+
+    from markindex_core.text.safe import printable
 
     table = Table(
         title=f"retrieval quality (k={report['k']}, max evidence {args.max_evidence_lines or '∞'} lines)"
@@ -69,7 +72,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         table.add_column(col, justify="right" if col != "set" else "left")
     for name, m in report["metrics"].items():
         table.add_row(
-            name,
+            Text(printable(name)),
             str(m["questions"]),
             f"{m['hit@1']:.1%}",
             f"{m['hit@5']:.1%}",

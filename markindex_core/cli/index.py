@@ -12,6 +12,7 @@ from markindex_core.cli.common import (
     emit_json,
     open_library,
 )
+from markindex_core.config import CLI_PROGRESS_PATH_CHARS
 
 
 def register(sub: Subparsers) -> None:
@@ -45,7 +46,10 @@ def cmd_index(args: argparse.Namespace) -> int:
         emit_json(report.to_json())
         return 0
     from rich.console import Console
+    from rich.markup import escape
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from markindex_core.text.safe import printable
 
     err = Console(stderr=True)
     with Progress(
@@ -60,23 +64,29 @@ def cmd_index(args: argparse.Namespace) -> int:
         task = bar.add_task("", total=None)
 
         def progress(done: int, total: int, path: str) -> None:
-            bar.update(task, completed=done, total=total, description=path[-60:])
+            bar.update(
+                task,
+                completed=done,
+                total=total,
+                description=escape(printable(path[-CLI_PROGRESS_PATH_CHARS:])),
+            )
 
         report = lib.index(ignore=args.ignore, setext=args.setext, progress=progress)
     out = Console()
     if report.full_rebuild:
-        out.print(f"full rebuild: {report.full_rebuild}")
+        out.print(f"full rebuild: {printable(report.full_rebuild)}", markup=False)
     for path, warning in report.warnings:
-        err.print(f"warning {path}: {warning}", markup=False, highlight=False)
+        err.print(f"warning {printable(path)}: {printable(warning)}", markup=False, highlight=False)
     for path, reason in report.skipped:
-        err.print(f"skipped {path}: {reason}", markup=False, highlight=False)
+        err.print(f"skipped {printable(path)}: {printable(reason)}", markup=False, highlight=False)
     for path, error in report.errors:
-        err.print(f"error {path}: {error}", markup=False, highlight=False)
+        err.print(f"error {printable(path)}: {printable(error)}", markup=False, highlight=False)
     out.print(
         f"added {len(report.added)}, updated {len(report.updated)}, removed {len(report.removed)}, "
         f"unchanged {report.unchanged}, skipped {len(report.skipped)}, warnings {len(report.warnings)} "
-        f"in {report.seconds:.2f}s → {lib.db_path}",
+        f"in {report.seconds:.2f}s → {printable(str(lib.db_path))}",
         highlight=False,
+        markup=False,
     )
     return 0
 
@@ -105,15 +115,20 @@ def cmd_tree(args: argparse.Namespace) -> int:
     from rich.markup import escape
     from rich.tree import Tree
 
+    from markindex_core.text.safe import printable
+
+    def safe(s: str) -> str:
+        return escape(printable(s))
+
     tree = Tree(
-        f"[bold]{escape(doc['path'])}[/] — {escape(doc['title'])} "
+        f"[bold]{safe(doc['path'])}[/] — {safe(doc['title'])} "
         f"[dim]({doc['line_count']} lines, {doc['tokens']} tokens)[/]"
     )
 
     def add(parent: Tree, entries: list[dict[str, Any]]) -> None:
         for e in entries:
             label = (
-                f"[cyan]{e['node_id']}[/] [magenta]{e['kind']}[/] {escape(e['title'] or '(untitled)')} "
+                f"[cyan]{e['node_id']}[/] [magenta]{e['kind']}[/] {safe(e['title'] or '(untitled)')} "
                 f"[dim]L{e['start_line']}-{e['end_line']} · {e['tokens']} tok[/]"
             )
             if e.get("key_items"):

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from markindex_core.cli.common import Subparsers, add_library_args, emit_json, open_library
+
+if TYPE_CHECKING:
+    from rich.text import Text
 
 
 def register(sub: Subparsers) -> None:
@@ -28,6 +31,15 @@ def register(sub: Subparsers) -> None:
     p.set_defaults(func=cmd_backlinks)
 
 
+def _cell(value: str | None) -> Text:
+    """A table cell from document text: no markup, control characters made visible."""
+    from rich.text import Text
+
+    from markindex_core.text.safe import printable
+
+    return Text(printable(value or ""))
+
+
 def cmd_links(args: argparse.Namespace) -> int:
     from markindex_core.store.suggest import unknown_document
 
@@ -46,6 +58,7 @@ def cmd_links(args: argparse.Namespace) -> int:
         return 0
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     table = Table()
     if args.doc:
@@ -53,13 +66,16 @@ def cmd_links(args: argparse.Namespace) -> int:
             table.add_column(col)
         for r in rows:
             table.add_row(
-                str(r["line"]), r["target"], r["anchor"], "[red]broken[/]" if r["broken"] else "ok"
+                str(r["line"]),
+                _cell(r["target"]),
+                _cell(r["anchor"]),
+                Text("broken", style="red") if r["broken"] else "ok",
             )
     else:
         for col in ("source", "line", "missing target"):
             table.add_column(col)
         for r in rows:
-            table.add_row(r["source"], str(r["line"]), r["target"])
+            table.add_row(_cell(r["source"]), str(r["line"]), _cell(r["target"]))
     Console().print(table)
     return 0
 
@@ -78,6 +94,6 @@ def cmd_backlinks(args: argparse.Namespace) -> int:
     for col in ("source", "line", "anchor"):
         table.add_column(col)
     for r in rows:
-        table.add_row(r["source"], str(r["line"]), r["anchor"])
+        table.add_row(_cell(r["source"]), str(r["line"]), _cell(r["anchor"]))
     Console().print(table)
     return 0

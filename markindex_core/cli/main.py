@@ -35,6 +35,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     func: Callable[[argparse.Namespace], int] = args.func
+    from markindex_core.logs import setup_logging
+
+    setup_logging(json=getattr(args, "json", False), verbose=getattr(args, "verbose", False))
     try:
         return func(args)
     except MarkindexError as exc:
@@ -49,12 +52,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _error(message: str, hint: str, as_json: bool, code: str = "ERROR") -> None:
     if as_json:
-        print(
-            json.dumps({"error": message, "hint": hint, "code": code}, ensure_ascii=False),
-            file=sys.stderr,
-        )
+        from markindex_core.text.safe import json_controls_escaped
+
+        line = json.dumps({"error": message, "hint": hint, "code": code}, ensure_ascii=False)
+        print(json_controls_escaped(line), file=sys.stderr)
     else:
-        print(f"error: {message}" + (f" (hint: {hint})" if hint else ""), file=sys.stderr)
+        from markindex_core.text.safe import printable
+
+        line = f"error: {message}" + (f" (hint: {hint})" if hint else "")
+        print(printable(line), file=sys.stderr)
 
 
 if __name__ == "__main__":

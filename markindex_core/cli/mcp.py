@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import functools
 import logging
-import sys
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -60,13 +59,22 @@ def register(sub: Subparsers) -> None:
     p.add_argument(
         "--port", type=int, default=MCP_HTTP_PORT, help=f"HTTP port (default {MCP_HTTP_PORT})"
     )
-    p.set_defaults(func=cmd_mcp)
-
-
-def _setup_logging() -> None:
-    logging.basicConfig(
-        stream=sys.stderr, level=logging.INFO, format="markindex mcp: %(levelname)s %(message)s"
+    p.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        metavar="HOST[:PORT]",
+        help="also accept this Host header over HTTP, e.g. behind a reverse proxy (repeatable; "
+        "HOST:* for any port). The bound host:port is always accepted",
     )
+    p.add_argument(
+        "--allowed-origin",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="also accept this Origin header over HTTP, e.g. https://mcp.example.org (repeatable)",
+    )
+    p.set_defaults(func=cmd_mcp)
 
 
 def reindex_in_background(
@@ -104,13 +112,24 @@ def reindex_in_background(
     return start
 
 
+def _check_http_options(args: argparse.Namespace) -> None:
+    """--allowed-host/--allowed-origin only mean something over HTTP: say so rather than ignore."""
+    from markindex_core.errors import InvalidArgument
+
+    if args.transport == "stdio" and (args.allowed_host or args.allowed_origin):
+        raise InvalidArgument(
+            "--allowed-host and --allowed-origin apply to HTTP only",
+            "add --transport streamable-http, or leave them out",
+        )
+
+
 def cmd_mcp(args: argparse.Namespace) -> int:
+    _check_http_options(args)
     stdio = args.transport == "stdio"
     if stdio:
         from markindex_core.serve.mcp_server import guard_stdout
 
         guard_stdout()  # before anything else can write to stdout
-    _setup_logging()
 
     lib = open_library(args)
     if args.watch:
@@ -136,7 +155,13 @@ def cmd_mcp(args: argparse.Namespace) -> int:
         log.info("serving MCP at http://%s:%d/mcp", args.host, args.port)
         anyio.run(
             functools.partial(
-                mcp_server.run_http, lib, host=args.host, port=args.port, background=background
+                mcp_server.run_http,
+                lib,
+                host=args.host,
+                port=args.port,
+                allowed_hosts=args.allowed_host,
+                allowed_origins=args.allowed_origin,
+                background=background,
             )
         )
     return 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from markindex_core.cli.common import Subparsers, add_library_args, emit_json, open_library
+from markindex_core.config import SEARCH_DEFAULT_LIMIT, SEARCH_MAX_LIMIT
 
 
 def register(sub: Subparsers) -> None:
@@ -18,7 +19,12 @@ def register(sub: Subparsers) -> None:
     p.add_argument("query", metavar="QUERY", help="words, a question, or an identifier")
     p.add_argument("--folder", help="only documents under this folder (relative to ROOT)")
     p.add_argument("--doc", help="only this document (path relative to ROOT)")
-    p.add_argument("--limit", type=int, default=10, help="number of results (1-50, default 10)")
+    p.add_argument(
+        "--limit",
+        type=int,
+        default=SEARCH_DEFAULT_LIMIT,
+        help=f"number of results (1-{SEARCH_MAX_LIMIT}, default {SEARCH_DEFAULT_LIMIT})",
+    )
     p.set_defaults(func=cmd_search)
 
 
@@ -33,17 +39,19 @@ def cmd_search(args: argparse.Namespace) -> int:
     from rich.table import Table
     from rich.text import Text
 
+    from markindex_core.text.safe import printable
+
     console = Console()
     if result.notice:
-        console.print(f"[yellow]{result.notice}[/]", highlight=False)
+        console.print(Text(printable(result.notice), style="yellow"))
     # Two columns read well at 80 characters: the citation, the section path and the snippet stack.
     table = Table(show_lines=True, expand=True)
     table.add_column("score", justify="right", width=6)
     table.add_column("citation · section · snippet", ratio=1)
     for hit in result.hits:
-        cell = Text(hit.citation, style="bold cyan")
-        cell.append("\n" + " › ".join(hit.title_path), style="dim")
-        snippet = Text("\n" + hit.snippet)
+        cell = Text(printable(hit.citation), style="bold cyan")
+        cell.append("\n" + " › ".join(map(printable, hit.title_path)), style="dim")
+        snippet = Text("\n" + printable(hit.snippet, multiline=True))
         snippet.highlight_words(
             [t for t in result.terms if len(t) > 1], style="bold yellow", case_sensitive=False
         )

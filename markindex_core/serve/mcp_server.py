@@ -9,10 +9,14 @@ threads, each with its own read-only connection, so the event loop never blocks 
 
 from __future__ import annotations
 
+import fcntl
+import json
 import logging
 import os
+import re
 import sys
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from io import TextIOWrapper
 from typing import TYPE_CHECKING, Any, BinaryIO
 
@@ -21,12 +25,19 @@ import anyio.to_thread
 from mcp import types
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
+from mcp.server.transport_security import TransportSecuritySettings
+from mcp.shared.message import SessionMessage
+from pydantic import ValidationError
 
 from markindex_core import __version__
 from markindex_core.config import (
     MCP_BACKGROUND_GRACE_SECONDS,
     MCP_HTTP_HOST,
+    MCP_HTTP_LOOPBACK_NAMES,
     MCP_HTTP_PORT,
+    MCP_HTTP_WILDCARD_HOSTS,
+    MCP_ID_SCAN_TOKENS,
+    MCP_LOG_EXCERPT_CHARS,
     MCP_TOOL_THREADS,
 )
 from markindex_core.tools.contract import AGENT_INSTRUCTIONS, call_tool_result, tool_specs
@@ -162,6 +173,169 @@ def guard_stdout() -> BinaryIO:
     return _wire
 
 
+def guard_stdin() -> BinaryIO:
+    """Take the real stdin for JSON-RPC and point fd 0 at the null device, so a tool, a C library
+    or a child process reading stdin gets EOF instead of eating requests. Idempotent."""
+    global _wire_in
+    if _wire_in is None:
+        private = fcntl.fcntl(0, fcntl.F_DUPFD_CLOEXEC, 3)
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.close(null)
+        _wire_in = os.fdopen(private, "rb", closefd=False)
+    return _wire_in
+
+
+_wire_in: BinaryIO | None = None
+
+
+# ----- requests the SDK can't read ---------------------------------------------------------------
+# The SDK drops a line it cannot validate (a lone surrogate, nesting deeper than its parser allows,
+# broken JSON) with a debug log only, so the client would wait forever for that request. Lines are
+# checked before the SDK sees them; a bad one is logged and, when its id can be found, answered.
+
+_JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_KEY_END = re.compile(r"\s*:\s*")
+_ID_VALUE = re.compile(r'-?\d+|"[^"\\]*(?:\\.[^"\\]*)*"')
+_STRUCTURE = re.compile(r'["{}\[\]]')
+_RESPONSE_KEYS = frozenset({'"result"', '"error"'})
+
+
+_TAIL_ID = re.compile(r'(?<!\\)"id"\s*:\s*(-?\d+|"[^"\\]*(?:\\.[^"\\]*)*")\s*\}\s*$')
+
+
+def _scan(line: str) -> tuple[int | str | None, bool]:
+    """(`"id"`, is_response) of the outermost object without parsing nested values (they may be
+    too deep or broken). Bounded work for any line: the head is scanned token by token up to a
+    budget; an id written last (`…, "id": 7}`) is found at the tail."""
+    rid, response = _scan_head(line, MCP_ID_SCAN_TOKENS)
+    if rid is None and (m := _TAIL_ID.search(line[-MCP_LOG_EXCERPT_CHARS:])):
+        rid = json.loads(m.group(1))
+    return rid, response
+
+
+def _scan_head(line: str, budget: int) -> tuple[int | str | None, bool]:
+    depth, rid, response = 0, None, False
+    pos = _STRUCTURE.search(line)
+    while pos is not None and budget > 0:
+        budget -= 1
+        i, c = pos.start(), pos.group()
+        if c == '"':
+            m = _JSON_STRING.match(line, i)
+            if m is None:
+                break  # unterminated string: nothing after it can be trusted
+            colon = _KEY_END.match(line, m.end()) if depth == 1 else None
+            if colon and m.group() == '"id"' and (v := _ID_VALUE.match(line, colon.end())):
+                rid = json.loads(v.group())
+            response = response or bool(colon and m.group() in _RESPONSE_KEYS)
+            i = m.end() - 1
+        else:
+            depth += 1 if c in "{[" else -1
+        pos = _STRUCTURE.search(line, i + 1)
+    return rid, response
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why a line is no JSON-RPC message the server can handle, and the reply it gets."""
+
+    code: int
+    message: str
+    request_id: int | str | None  # None: nothing to reply to (no id found, or not a request)
+
+
+def _recover_id(line: str) -> tuple[Any, bool]:
+    """(id, is_response) as far as the line allows: parsed when it parses, else scanned. Our
+    server sends no requests, so anything with an id that is not plainly a response is
+    answered."""
+    try:
+        obj = json.loads(line)
+    except (ValueError, RecursionError):
+        return _scan(line)
+    if not isinstance(obj, dict):
+        return None, False
+    rid = obj.get("id")
+    valid = isinstance(rid, str) or (isinstance(rid, int) and not isinstance(rid, bool))
+    return (rid if valid else None), ("result" in obj or "error" in obj)
+
+
+def refusal(line: str) -> Refusal | None:
+    """None for a valid JSON-RPC message; otherwise the error to log and (maybe) send back."""
+    try:
+        types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+        return None
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        detail = str(first.get("msg", "invalid message"))
+        parse_error = first.get("type") == "json_invalid"
+    rid, is_response = _recover_id(line)
+    if parse_error and _parses(line):  # valid JSON our parser accepts but the SDK's refuses
+        parse_error = False
+    code = types.PARSE_ERROR if parse_error else types.INVALID_REQUEST
+    prefix = "Parse error" if parse_error else "Invalid request"
+    return Refusal(code, f"{prefix}: {detail}", None if is_response else rid)
+
+
+def _parses(line: str) -> bool:
+    try:
+        json.loads(line)
+    except RecursionError:
+        return True  # well-formed as far as it was read, only too deep
+    except ValueError:
+        return False
+    return True
+
+
+class CheckedLines:
+    """The stdin lines handed to the SDK's reader, minus those it could not read: each of those
+    is logged on stderr and answered with a JSON-RPC error when its id is known."""
+
+    def __init__(self, source: Any) -> None:
+        self._source = source
+        self._replies: Any = None
+        self._ready = anyio.Event()
+
+    def reply_to(self, write_stream: Any) -> None:
+        self._replies = write_stream
+        self._ready.set()
+
+    def __aiter__(self) -> AsyncIterator[str]:
+        return self._lines()
+
+    async def _lines(self) -> AsyncIterator[str]:
+        async for line in self._source:
+            if not line.strip():
+                continue
+            problem = refusal(line)
+            if problem is None:
+                yield line
+            else:
+                await self._refuse(line, problem)
+
+    async def _refuse(self, line: str, problem: Refusal) -> None:
+        excerpt = line[:MCP_LOG_EXCERPT_CHARS].rstrip("\n")
+        log.warning(
+            "refused a JSON-RPC message (%s; %s): %s",
+            problem.message,
+            "no reply: no request id found"
+            if problem.request_id is None
+            else f"error {problem.code} sent to id {problem.request_id!r}",
+            excerpt + ("…" if len(line) > MCP_LOG_EXCERPT_CHARS else ""),
+        )
+        if problem.request_id is None:
+            return
+        error = types.JSONRPCError(
+            jsonrpc="2.0",
+            id=problem.request_id,
+            error=types.ErrorData(code=problem.code, message=problem.message),
+        )
+        await self._ready.wait()
+        try:
+            await self._replies.send(SessionMessage(error))
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            log.info("could not reply to id %r: the connection is closing", problem.request_id)
+
+
 def _first_answer(server: Server[Any]) -> anyio.Event:
     """An event set once the server has answered its first request (normally `initialize`), so
     background work (indexing, watching) never competes with the handshake for the CPU."""
@@ -194,22 +368,60 @@ async def run_stdio(
     """Serve MCP over stdio until the client closes stdin; run `background` jobs alongside in the
     same event loop and cancel them when the client goes away."""
     wire = guard_stdout()
+    wire_in = guard_stdin()
     server = build_server(lib)
     ready = _first_answer(server)
-    # The text layer must not close the wire when it is garbage-collected.
+    # The text layers must not close the wire when they are garbage-collected.
     text = TextIOWrapper(wire, encoding="utf-8", newline="\n", write_through=True)
     stdout = anyio.wrap_file(text)
+    text_in = TextIOWrapper(wire_in, encoding="utf-8", errors="replace")
+    stdin = CheckedLines(anyio.wrap_file(text_in))
     try:
         async with (
-            stdio_server(stdout=stdout) as (read_stream, write_stream),
+            stdio_server(stdin=stdin, stdout=stdout) as (read_stream, write_stream),  # type: ignore[arg-type]
             anyio.create_task_group() as tg,
         ):
+            stdin.reply_to(write_stream)
             for job in background:
                 tg.start_soon(_background, job, ready)
             await server.run(read_stream, write_stream, server.create_initialization_options())
             tg.cancel_scope.cancel()
     finally:
         text.detach()
+        text_in.detach()
+
+
+def _host_port(host: str, port: int | str) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def http_security(
+    host: str,
+    port: int,
+    *,
+    allowed_hosts: Sequence[str] = (),
+    allowed_origins: Sequence[str] = (),
+) -> TransportSecuritySettings:
+    """DNS-rebinding protection for every bind address: requests must name the bound host.
+
+    The SDK turns the Host/Origin checks on only for 127.0.0.1, localhost and ::1; for any other
+    address it would accept a foreign Host or Origin. Here the bound host:port is always allowed,
+    and the loopback names on any port (as the SDK does) when bound to loopback or to every
+    interface; a reverse proxy adds the names it forwards with `allowed_hosts` /
+    `allowed_origins`.
+    """
+    bound: list[str] = []
+    if host not in MCP_HTTP_WILDCARD_HOSTS and host not in MCP_HTTP_LOOPBACK_NAMES:
+        bound.append(_host_port(host, port))
+        if port == 80:  # a client may leave the default port out of Host and Origin
+            bound.append(_host_port(host, "").removesuffix(":"))
+    if host in MCP_HTTP_LOOPBACK_NAMES or host in MCP_HTTP_WILDCARD_HOSTS:
+        bound += [_host_port(h, "*") for h in MCP_HTTP_LOOPBACK_NAMES]
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=[*bound, *allowed_hosts],
+        allowed_origins=[*(f"http://{b}" for b in bound), *allowed_origins],
+    )
 
 
 async def run_http(
@@ -217,14 +429,25 @@ async def run_http(
     *,
     host: str = MCP_HTTP_HOST,
     port: int = MCP_HTTP_PORT,
+    allowed_hosts: Sequence[str] = (),
+    allowed_origins: Sequence[str] = (),
     background: Sequence[Callable[[], Awaitable[None]]] = (),
 ) -> None:
-    """Serve MCP over streamable HTTP at http://host:port/mcp (localhost by default)."""
+    """Serve MCP over streamable HTTP at http://host:port/mcp (localhost by default), with
+    Host/Origin checks against DNS rebinding whatever the bind address."""
     import uvicorn
 
     server = build_server(lib)
     ready = _first_answer(server)
-    app = server.streamable_http_app(host=host)
+    security = http_security(
+        host, port, allowed_hosts=allowed_hosts, allowed_origins=allowed_origins
+    )
+    log.info(
+        "accepting Host %s; Origin %s (or none)",
+        ", ".join(security.allowed_hosts),
+        ", ".join(security.allowed_origins),
+    )
+    app = server.streamable_http_app(host=host, transport_security=security)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
     async with anyio.create_task_group() as tg:
         for job in background:

@@ -11,15 +11,17 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from markindex_core.config import MAX_STRING_ARG
+from markindex_core.config import MAX_STRING_ARG, TOOL_ECHO_CHARS
+from markindex_core.errors import MarkindexError
 
 
-class BadInput(Exception):
+class BadInput(MarkindexError):
     """Arguments that do not fit the schema or are unsafe; becomes an INVALID_INPUT envelope."""
+
+    code = "INVALID_INPUT"
 
     def __init__(self, message: str, field: str = "", **details: Any) -> None:
         super().__init__(message)
-        self.message = message
         self.details: dict[str, Any] = {"field": field, **details} if field else dict(details)
 
 
@@ -66,6 +68,49 @@ def _describe(value: Any) -> str:
     return type(value).__name__
 
 
+def _check_string(schema: dict[str, Any], value: str, where: str) -> None:
+    limit = min(int(schema.get("maxLength", MAX_STRING_ARG)), MAX_STRING_ARG)
+    if len(value) > limit:
+        raise BadInput(
+            f"`{where}` is {len(value)} characters long; the limit is {limit}",
+            where,
+            limit=limit,
+        )
+    if len(value) < int(schema.get("minLength", 0)):
+        raise BadInput(f"`{where}` must not be empty", where)
+    fmt = schema.get("format")
+    if fmt == "library-path":
+        library_path(value, where, folder=True)
+    elif fmt == "node-id":
+        node_id(value, where)
+
+
+def _check_integer(schema: dict[str, Any], value: int, where: str) -> None:
+    lo, hi = schema.get("minimum"), schema.get("maximum")
+    if (lo is not None and value < lo) or (hi is not None and value > hi):
+        raise BadInput(
+            f"`{where}` must be between {lo} and {hi}, got {value}",
+            where,
+            minimum=lo,
+            maximum=hi,
+        )
+
+
+def _check_array(schema: dict[str, Any], value: list[Any], where: str) -> list[Any]:
+    lo, hi = schema.get("minItems", 0), schema.get("maxItems")
+    if len(value) < lo or (hi is not None and len(value) > hi):
+        raise BadInput(
+            f"`{where}` must hold {lo} to {hi} items, got {len(value)}",
+            where,
+            min_items=lo,
+            max_items=hi,
+        )
+    items = schema.get("items")
+    if items:
+        return [_check_value(items, v, f"{where}[{i}]") for i, v in enumerate(value)]
+    return value
+
+
 def _check_value(schema: dict[str, Any], value: Any, where: str) -> Any:
     types = schema.get("type")
     names = [types] if isinstance(types, str) else list(types or [])
@@ -75,41 +120,11 @@ def _check_value(schema: dict[str, Any], value: Any, where: str) -> Any:
         want = " or ".join(_JSON_TYPES.get(n, n) for n in names)
         raise BadInput(f"`{where}` must be {want}, got {_describe(value)}", where)
     if isinstance(value, str):
-        limit = min(int(schema.get("maxLength", MAX_STRING_ARG)), MAX_STRING_ARG)
-        if len(value) > limit:
-            raise BadInput(
-                f"`{where}` is {len(value)} characters long; the limit is {limit}",
-                where,
-                limit=limit,
-            )
-        if len(value) < int(schema.get("minLength", 0)):
-            raise BadInput(f"`{where}` must not be empty", where)
-        fmt = schema.get("format")
-        if fmt == "library-path":
-            library_path(value, where, folder=True)
-        elif fmt == "node-id":
-            node_id(value, where)
+        _check_string(schema, value, where)
     elif isinstance(value, int) and not isinstance(value, bool):
-        lo, hi = schema.get("minimum"), schema.get("maximum")
-        if (lo is not None and value < lo) or (hi is not None and value > hi):
-            raise BadInput(
-                f"`{where}` must be between {lo} and {hi}, got {value}",
-                where,
-                minimum=lo,
-                maximum=hi,
-            )
+        _check_integer(schema, value, where)
     elif isinstance(value, list):
-        lo, hi = schema.get("minItems", 0), schema.get("maxItems")
-        if len(value) < lo or (hi is not None and len(value) > hi):
-            raise BadInput(
-                f"`{where}` must hold {lo} to {hi} items, got {len(value)}",
-                where,
-                min_items=lo,
-                max_items=hi,
-            )
-        items = schema.get("items")
-        if items:
-            value = [_check_value(items, v, f"{where}[{i}]") for i, v in enumerate(value)]
+        value = _check_array(schema, value, where)
     elif isinstance(value, dict):
         value = validate(schema, value)
     return value
@@ -127,7 +142,7 @@ def validate(schema: dict[str, Any], args: Any) -> dict[str, Any]:
         raise BadInput(f"arguments must be a JSON object, got {_describe(args)}")
     props: dict[str, Any] = schema.get("properties", {})
     if schema.get("additionalProperties") is False:
-        unknown = sorted(str(k)[:64] for k in args if k not in props)
+        unknown = sorted(str(k)[:TOOL_ECHO_CHARS] for k in args if k not in props)
         if unknown:
             raise BadInput(
                 f"unknown field(s): {', '.join(unknown)}",
@@ -191,8 +206,12 @@ def node_id(value: str, field: str) -> str:
     return value
 
 
-class ToolFailure(Exception):
-    """A tool call that cannot be answered; becomes `{success: false, error, code, details, next_steps}`."""
+class ToolFailure(MarkindexError):
+    """A tool call that cannot be answered; becomes `{success: false, error, code, details, next_steps}`.
+
+    Outside a tool call (the CLI, the terminal app) it reads as any `MarkindexError`: the message,
+    with the `next_steps` message as the hint.
+    """
 
     def __init__(
         self,
@@ -202,11 +221,11 @@ class ToolFailure(Exception):
         details: dict[str, Any] | None = None,
         next_steps: dict[str, Any] | None = None,
     ) -> None:
-        super().__init__(message)
+        steps_ = next_steps or {}
+        super().__init__(message, str(steps_.get("message", "")))
         self.code = code
-        self.message = message
         self.details = details or {}
-        self.next_steps = next_steps or {}
+        self.next_steps = steps_
 
 
 def steps(message: str, *calls: tuple[str, dict[str, Any]]) -> dict[str, Any]:

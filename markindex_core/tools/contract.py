@@ -23,6 +23,8 @@ from markindex_core.config import (
     SEARCH_MAX_LIMIT,
     STRUCTURE_DEFAULT_DEPTH,
     STRUCTURE_MAX_DEPTH,
+    TOOL_ECHO_CHARS,
+    TOOL_ERROR_DETAIL_CHARS,
     TOOL_MAX_PART,
 )
 from markindex_core.errors import MarkindexError
@@ -291,7 +293,7 @@ def call_tool_result(lib: IndexAccess, name: Any, args: Any) -> tuple[str, bool]
     """Run one tool; return the envelope text and whether it succeeded. Never raises."""
     spec = TOOLS.get(name) if isinstance(name, str) else None
     if spec is None:
-        shown = name[:64] if isinstance(name, str) else repr(type(name).__name__)
+        shown = name[:TOOL_ECHO_CHARS] if isinstance(name, str) else repr(type(name).__name__)
         return (
             _failure(
                 "UNKNOWN_TOOL",
@@ -337,7 +339,7 @@ def call_tool_result(lib: IndexAccess, name: Any, args: Any) -> tuple[str, bool]
         return (
             _failure(
                 "INTERNAL_ERROR",
-                f"{spec.name} failed: {type(exc).__name__}: {str(exc)[:300]}",
+                f"{spec.name} failed: {type(exc).__name__}: {str(exc)[:TOOL_ERROR_DETAIL_CHARS]}",
                 {},
                 steps("try again; if it persists, re-index the library"),
             ),

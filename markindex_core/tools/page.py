@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from markindex_core.config import TOOL_SUGGESTIONS_SHOWN
 from markindex_core.store.suggest import similar_paths
 from markindex_core.tools.check import ToolFailure, library_path, steps
 
@@ -76,7 +77,7 @@ def find_document(store: Store, raw: str, field: str = "doc_path") -> dict[str, 
         calls: tuple[tuple[str, dict[str, Any]], ...] = (("browse_documents", {"folder": path}),)
     elif hits:
         hint = "did you mean one of the similar paths?"
-        calls = tuple(("get_document", {"doc_path": h}) for h in hits[:3])
+        calls = tuple(("get_document", {"doc_path": h}) for h in hits[:TOOL_SUGGESTIONS_SHOWN])
     else:
         hint = "list documents with browse_documents, or find them with search_documents"
         calls = (("browse_documents", {"folder": ""}),)
@@ -110,7 +111,7 @@ def check_folder(store: Store, raw: str, field: str = "folder") -> str:
         details={field: folder, "similar": hits},
         next_steps=steps(
             "did you mean one of the similar folders?" if hits else "list the library's top level",
-            *(("browse_documents", {"folder": h}) for h in hits[:3]),
+            *(("browse_documents", {"folder": h}) for h in hits[:TOOL_SUGGESTIONS_SHOWN]),
             *(() if hits else (("browse_documents", {"folder": ""}),)),
         ),
     )

@@ -14,9 +14,16 @@ from markindex_core.config import (
     DESCRIPTION_PREVIEW_CHARS,
     DOC_LINKS_SHOWN,
     FRONT_MATTER_MAX_CHARS,
+    MAX_NODE_IDS,
     READ_STRUCTURE_FIRST_TOKENS,
     STRUCTURE_KEY_ITEMS_SHOWN,
+    TOOL_ANCHOR_CHARS,
     TOOL_PAGE_CHARS,
+    TOOL_SUGGESTIONS_SHOWN,
+    TOOL_SUMMARY_CHARS,
+    TOOL_TITLE_CHARS,
+    TOOL_TITLE_PATH_CHARS,
+    TOOL_WARNINGS_SHOWN,
 )
 from markindex_core.store.outline import nest
 from markindex_core.tools.check import node_id, steps
@@ -49,7 +56,7 @@ def browse_documents(lib: IndexAccess, store: Store, args: dict[str, Any]) -> Re
     entries += [
         {
             "path": d["path"],
-            "title": preview(d["title"] or "", 300),
+            "title": preview(d["title"] or "", TOOL_TITLE_CHARS),
             "description": preview(d["description"] or "", DESCRIPTION_PREVIEW_CHARS),
             "tokens": d["tokens"],
             "read_structure_first": d["tokens"] > READ_STRUCTURE_FIRST_TOKENS,
@@ -125,18 +132,25 @@ def get_document(lib: IndexAccess, store: Store, args: dict[str, Any]) -> Result
             for n in top[:DOC_LINKS_SHOWN]
         ],
         "encoding": doc["encoding"],
-        "warnings": [preview(str(w), 300) for w in doc["warnings"][:20]],
+        "warnings": [
+            preview(str(w), TOOL_TITLE_CHARS) for w in doc["warnings"][:TOOL_WARNINGS_SHOWN]
+        ],
         "modified": iso(doc["mtime_ns"] / 1e9 if doc["mtime_ns"] else None),
         "indexed_at": iso(doc["indexed_at"]),
         "links": {
             "outgoing": [
-                {**lk, "target": preview(lk["target"], 300), "anchor": preview(lk["anchor"], 100)}
+                {
+                    **lk,
+                    "target": preview(lk["target"], TOOL_TITLE_CHARS),
+                    "anchor": preview(lk["anchor"], TOOL_ANCHOR_CHARS),
+                }
                 for lk in outgoing[:DOC_LINKS_SHOWN]
             ],
             "outgoing_total": len(outgoing),
             "broken_total": sum(1 for lk in outgoing if lk["broken"]),
             "backlinks": [
-                {**lk, "anchor": preview(lk["anchor"], 100)} for lk in backlinks[:DOC_LINKS_SHOWN]
+                {**lk, "anchor": preview(lk["anchor"], TOOL_ANCHOR_CHARS)}
+                for lk in backlinks[:DOC_LINKS_SHOWN]
             ],
             "backlinks_total": len(backlinks),
         },
@@ -157,7 +171,7 @@ def get_document(lib: IndexAccess, store: Store, args: dict[str, Any]) -> Result
             "the sections you need",
             ("get_document_structure", {"doc_path": path}),
         )
-    ids = [n["node_id"] for n in top][:20]
+    ids = [n["node_id"] for n in top][:MAX_NODE_IDS]
     return data, steps(
         "short enough to read whole: get_node_content with the top-level node ids and "
         "subtree=true, or read the outline first with get_document_structure",
@@ -189,12 +203,12 @@ def _flatten(
         items = e.get("key_items") or []
         if items:
             item["merged_headings"] = [
-                preview(str(t), 200) for t in items[:STRUCTURE_KEY_ITEMS_SHOWN]
+                preview(str(t), TOOL_TITLE_PATH_CHARS) for t in items[:STRUCTURE_KEY_ITEMS_SHOWN]
             ]
             if len(items) > STRUCTURE_KEY_ITEMS_SHOWN:
                 item["merged_headings_total"] = len(items)
         if e.get("summary"):
-            item["summary"] = preview(str(e["summary"]), 2000)
+            item["summary"] = preview(str(e["summary"]), TOOL_SUMMARY_CHARS)
         n_kids = kids.get(e["node_id"], 0)
         if n_kids:
             item["children"] = n_kids
@@ -245,7 +259,7 @@ def get_document_structure(lib: IndexAccess, store: Store, args: dict[str, Any])
     hidden = [e["node_id"] for e in shown if e.get("children_hidden")]
     if hidden:
         calls.append(("get_document_structure", {"doc_path": path, "node_id": hidden[0]}))
-    leaves = [e["node_id"] for e in shown if not e.get("children")][:3]
+    leaves = [e["node_id"] for e in shown if not e.get("children")][:TOOL_SUGGESTIONS_SHOWN]
     if leaves:
         calls.append(("get_node_content", {"doc_path": path, "node_ids": leaves}))
     message = (

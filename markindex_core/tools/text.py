@@ -8,7 +8,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from markindex_core.config import TOOL_PAGE_CHARS
+from markindex_core.config import (
+    TOOL_PAGE_CHARS,
+    TOOL_SNIPPET_CHARS,
+    TOOL_TERMS_SHOWN,
+    TOOL_TITLE_PATH_CHARS,
+)
 from markindex_core.store.outline import title_path
 from markindex_core.tools.check import BadInput, node_id, steps
 from markindex_core.tools.page import (
@@ -135,12 +140,12 @@ def search_documents(lib: IndexAccess, store: Store, args: dict[str, Any]) -> Re
             "citation": h.citation,
             "doc_path": h.doc_path,
             "node_id": h.node_id,
-            "title_path": [preview(t, 200) for t in h.title_path],
+            "title_path": [preview(t, TOOL_TITLE_PATH_CHARS) for t in h.title_path],
             "kind": h.kind,
             "node_lines": [h.start_line, h.end_line],
             "passage_lines": [h.passage_start, h.passage_end],
             "score": h.score,
-            "snippet": preview(h.snippet, 400),
+            "snippet": preview(h.snippet, TOOL_SNIPPET_CHARS),
         }
         for i, h in enumerate(result.hits)
     ]
@@ -150,7 +155,7 @@ def search_documents(lib: IndexAccess, store: Store, args: dict[str, Any]) -> Re
         "mode": result.mode,
         "relaxed": result.relaxed,
         "notice": result.notice,
-        "terms": result.terms[:32],
+        "terms": result.terms[:TOOL_TERMS_SHOWN],
         "count": len(results),
         "results": results,
     }

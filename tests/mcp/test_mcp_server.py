@@ -1,4 +1,5 @@
-"""The real server process over stdio (and once over streamable HTTP), driven by the SDK client."""
+"""The MCP server driven by the SDK client: the tool contract in-process (`Client(build_server(lib))`,
+no JSON-RPC framing, fast), and the wire as a real process over stdio (and once over HTTP)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from mcp.client.stdio import StdioServerParameters
 
 from markindex_core.config import RESPONSE_CHAR_BUDGET
 from markindex_core.library import Library
-from markindex_core.serve.mcp_server import public_schema
+from markindex_core.serve.mcp_server import build_server, public_schema
 from markindex_core.tools.contract import AGENT_INSTRUCTIONS, TOOLS
 from tests.mcp.helpers import (
     LARGEST_DOC,
@@ -38,6 +39,11 @@ def stdio_client(root: Path, db: Path, *extra: str) -> Client:
     return Client(StdioServerParameters(command=command, args=args), read_timeout_seconds=60)
 
 
+def inprocess_client(lib: Library, mode: str = "auto") -> Client:
+    """The same server object the process serves, connected in memory."""
+    return Client(build_server(lib), mode=mode, raise_exceptions=True)
+
+
 async def call(client: Client, name: str, args: Any) -> tuple[bool, dict[str, Any]]:
     result = await client.call_tool(name, args)
     text = result.content[0].text  # type: ignore[union-attr]
@@ -46,13 +52,19 @@ async def call(client: Client, name: str, args: Any) -> tuple[bool, dict[str, An
     return env["success"], env
 
 
-@pytest.mark.parametrize("mode", ["auto", "legacy"])
+@pytest.mark.parametrize(
+    ("mode", "wire"), [("auto", "in-process"), ("legacy", "in-process"), ("auto", "stdio")]
+)
 async def test_initialize_lists_tools_and_every_tool_answers(
-    indexed_sample: Library, mode: str
+    indexed_sample: Library, mode: str, wire: str
 ) -> None:
-    command, args = server_command(indexed_sample.root, indexed_sample.db_path)
+    if wire == "stdio":
+        command, args = server_command(indexed_sample.root, indexed_sample.db_path)
+        connected = Client(StdioServerParameters(command=command, args=args), mode=mode)
+    else:
+        connected = inprocess_client(indexed_sample, mode)
     with anyio.fail_after(60):
-        async with Client(StdioServerParameters(command=command, args=args), mode=mode) as client:
+        async with connected as client:
             assert client.instructions == AGENT_INSTRUCTIONS
             tools = {t.name: t for t in (await client.list_tools()).tools}
             assert set(tools) == TOOL_NAMES
@@ -81,7 +93,7 @@ async def test_hostile_calls_get_errors_and_the_server_keeps_serving(
     calls = hostile_calls()
     errors = 0
     with anyio.fail_after(120):
-        async with stdio_client(indexed_sample.root, indexed_sample.db_path) as client:
+        async with inprocess_client(indexed_sample) as client:
             for name, args in calls:
                 if isinstance(args, dict):  # non-objects: the client refuses to send them
                     ok, env = await call(client, name, args)
@@ -104,7 +116,7 @@ async def test_fifty_concurrent_calls(indexed_sample: Library) -> None:
     ]
 
     with anyio.fail_after(60):
-        async with stdio_client(indexed_sample.root, indexed_sample.db_path) as client:
+        async with inprocess_client(indexed_sample) as client:
 
             async def one(i: int) -> None:
                 name, args = plans[i % len(plans)]

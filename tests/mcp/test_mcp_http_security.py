@@ -1,0 +1,130 @@
+"""Streamable HTTP keeps DNS-rebinding protection on for every bind address, checked with real
+requests against a real server process: a foreign Host or Origin is refused, the bound host:port
+and the names given with --allowed-host / --allowed-origin are served."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from markindex_core.serve.mcp_server import http_security
+from tests.mcp.helpers import server_command
+
+INITIALIZE = json.dumps(
+    {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "t", "version": "0"},
+        },
+    }
+).encode()
+
+
+def _free_port(host: str) -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def http_server(root: Path, db: Path, host: str, *extra: str) -> Iterator[int]:
+    port = _free_port(host)
+    command, args = server_command(
+        root, db, "--transport", "streamable-http", "--host", host, "--port", str(port), *extra
+    )
+    proc = subprocess.Popen([command, *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while True:  # wait, bounded, for the port to accept connections
+            try:
+                socket.create_connection((host, port), timeout=0.2).close()
+                break
+            except OSError:
+                assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+                assert time.monotonic() < deadline, "server did not start listening"
+                time.sleep(0.05)
+        yield port
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+        if proc.stderr:
+            proc.stderr.close()
+
+
+def post(host: str, port: int, headers: dict[str, str]) -> int:
+    """Send `initialize` with these headers (Host included); return the HTTP status."""
+    conn = http.client.HTTPConnection(host, port, timeout=30)
+    try:
+        conn.putrequest("POST", "/mcp", skip_host=True, skip_accept_encoding=True)
+        base = {
+            "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream",
+            "Content-Length": str(len(INITIALIZE)),
+        }
+        for name, value in {**base, **headers}.items():
+            conn.putheader(name, value)
+        conn.endheaders(INITIALIZE)
+        return conn.getresponse().status
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("host", ["127.0.0.2", "127.0.0.1"])
+def test_foreign_host_and_origin_are_refused_on_any_bind_address(
+    sample_library: Path, tmp_path: Path, host: str
+) -> None:
+    with http_server(sample_library, tmp_path / "index.db", host) as port:
+        own = f"{host}:{port}"
+        assert post(host, port, {"Host": own}) == 200
+        assert post(host, port, {"Host": own, "Origin": f"http://{own}"}) == 200
+        assert 400 <= post(host, port, {"Host": f"evil.example:{port}"}) < 500
+        assert 400 <= post(host, port, {"Host": "evil.example"}) < 500
+        assert 400 <= post(host, port, {"Host": own, "Origin": "http://evil.example"}) < 500
+        if host != "127.0.0.1":  # loopback names are accepted on any port, as the SDK does
+            assert 400 <= post(host, port, {"Host": f"{host}:{port + 1}"}) < 500
+
+
+def test_allowed_host_and_origin_for_a_proxy(sample_library: Path, tmp_path: Path) -> None:
+    host = "127.0.0.2"
+    extra = ["--allowed-host", "mcp.example.org", "--allowed-origin", "https://mcp.example.org"]
+    with http_server(sample_library, tmp_path / "index.db", host, *extra) as port:
+        proxied = {"Host": "mcp.example.org", "Origin": "https://mcp.example.org"}
+        assert post(host, port, proxied) == 200
+        assert post(host, port, {"Host": f"{host}:{port}"}) == 200
+        assert 400 <= post(host, port, {"Host": "other.example.org"}) < 500
+        bad_origin = {"Host": "mcp.example.org", "Origin": "https://other.example.org"}
+        assert 400 <= post(host, port, bad_origin) < 500
+
+
+def test_security_settings_for_wildcard_and_ipv6_binds() -> None:
+    wildcard = http_security("0.0.0.0", 9000)
+    assert wildcard.enable_dns_rebinding_protection
+    assert "0.0.0.0:9000" not in wildcard.allowed_hosts
+    assert {"127.0.0.1:*", "localhost:*", "[::1]:*"} <= set(wildcard.allowed_hosts)
+    v6 = http_security("fd00::5", 9000, allowed_origins=["https://x.example"])
+    assert v6.allowed_hosts == ["[fd00::5]:9000"]
+    assert v6.allowed_origins == ["http://[fd00::5]:9000", "https://x.example"]
+    assert http_security("10.0.0.5", 80).allowed_hosts == ["10.0.0.5:80", "10.0.0.5"]
+
+
+def test_allowed_host_with_stdio_is_refused(sample_library: Path, tmp_path: Path) -> None:
+    command, args = server_command(
+        sample_library, tmp_path / "index.db", "--allowed-host", "mcp.example.org"
+    )
+    done = subprocess.run(
+        [command, *args], capture_output=True, timeout=60, stdin=subprocess.DEVNULL
+    )
+    assert done.returncode == 1
+    assert b"--transport streamable-http" in done.stderr

@@ -1,0 +1,141 @@
+"""Raw bytes on a real stdio server: a request the SDK can't read still gets a JSON-RPC error
+reply when its id can be found, always a log line on stderr, and the server keeps serving."""
+
+from __future__ import annotations
+
+import json
+import queue
+import subprocess
+import threading
+import time
+from typing import IO, Any
+
+from markindex_core.library import Library
+from markindex_core.serve.mcp_server import refusal
+from tests.mcp.helpers import server_command
+
+INIT = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "t", "version": "0"},
+    },
+}
+
+
+def _pump(stream: IO[bytes], into: queue.Queue[bytes]) -> None:
+    for line in stream:
+        into.put(line)
+
+
+class Wire:
+    """A server process with stdout and stderr read on threads, so every wait is bounded."""
+
+    def __init__(self, lib: Library) -> None:
+        command, args = server_command(lib.root, lib.db_path)
+        self.proc = subprocess.Popen(
+            [command, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        self.out: queue.Queue[bytes] = queue.Queue()
+        self.err: queue.Queue[bytes] = queue.Queue()
+        for stream, q in ((self.proc.stdout, self.out), (self.proc.stderr, self.err)):
+            assert stream
+            threading.Thread(target=_pump, args=(stream, q), daemon=True).start()
+
+    def send(self, raw: bytes) -> None:
+        assert self.proc.stdin
+        self.proc.stdin.write(raw + b"\n")
+        self.proc.stdin.flush()
+
+    def reply(self, timeout: float = 30) -> dict[str, Any]:
+        message: dict[str, Any] = json.loads(self.out.get(timeout=timeout))
+        return message
+
+    def log_lines(self, containing: bytes, count: int, timeout: float = 30) -> list[bytes]:
+        found: list[bytes] = []
+        while len(found) < count:
+            line = self.err.get(timeout=timeout)
+            if containing in line:
+                found.append(line)
+        return found
+
+    def close(self) -> int:
+        assert self.proc.stdin
+        self.proc.stdin.close()
+        return self.proc.wait(timeout=30)
+
+
+def _call(rid: int, query: str) -> dict[str, Any]:
+    return {
+        "jsonrpc": "2.0",
+        "id": rid,
+        "method": "tools/call",
+        "params": {"name": "search_documents", "arguments": {"query": query}},
+    }
+
+
+def test_unreadable_requests_get_error_replies_and_log_lines(indexed_sample: Library) -> None:
+    wire = Wire(indexed_sample)
+    try:
+        wire.send(json.dumps(INIT).encode())
+        assert wire.reply()["id"] == 1
+        wire.send(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}')
+
+        surrogate = json.dumps(_call(5, "x")).replace('"x"', '"\\ud800"').encode()
+        deep = json.dumps(_call(6, "x")).replace('"x"', "[" * 1000 + "]" * 1000).encode()
+        nested = b'{"a": ' * 1000 + b"1" + b"}" * 1000
+        deep_id_last = (
+            b'{"jsonrpc": "2.0", "method": "ping", "params": ' + nested + b', "id": "last"}'
+        )
+        broken = b'{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {'
+        for raw in (surrogate, deep, deep_id_last, broken, b"{no id at all", b"\x00\xff\xfe"):
+            wire.send(raw)
+        replies = {r["id"]: r for r in (wire.reply() for _ in range(4))}
+        assert replies[5]["error"]["code"] == -32600
+        assert replies[6]["error"]["code"] == -32600
+        assert replies["last"]["error"]["code"] == -32600
+        assert replies[7]["error"]["code"] == -32700
+        assert all(r["error"]["message"] for r in replies.values())
+        # Every refused line is logged, the two without an id as well.
+        logged = wire.log_lines(b"refused a JSON-RPC message", 6)
+        assert sum(b"no reply" in line for line in logged) == 2
+
+        # Invalid UTF-8 inside a string is replaced, not refused: the call is answered.
+        wire.send(json.dumps(_call(8, "install")).encode().replace(b"install", b"inst\xffall"))
+        wire.send(json.dumps(_call(9, "install")).encode())
+        answered = {r["id"]: r for r in (wire.reply() for _ in range(2))}
+        assert "result" in answered[8] and answered[9]["result"]["isError"] is False
+        assert wire.out.empty()
+        assert wire.close() == 0
+    finally:
+        if wire.proc.poll() is None:
+            wire.proc.kill()
+            wire.proc.wait(timeout=10)
+
+
+def test_refusal_finds_only_the_outermost_id() -> None:
+    nested_first = '{"params": {"id": 3, "s": "\\"id\\": 4"}, "id": 9, "method": "x", "bad'
+    found = refusal(nested_first)
+    assert found is not None and found.request_id == 9 and found.code == -32700
+    found = refusal('{"jsonrpc": "2.0", "result": {}, "id": 2, "extra": ' + "[" * 900 + "]" * 900)
+    assert found is not None and found.request_id is None  # a response is never answered
+    assert refusal('{"jsonrpc": "2.0", "id": 1, "method": "ping"}') is None
+    found = refusal('{"x": "unterminated, "id": 5')
+    assert found is not None and found.request_id is None
+    found = refusal('{"jsonrpc": "2.0", "id": 8}')  # valid JSON, no method: still answered
+    assert found is not None and found.request_id == 8 and found.code == -32600
+
+
+def test_finding_the_id_of_a_huge_deep_line_is_bounded() -> None:
+    nested = '{"a": ' * 1_000_000 + "1" + "}" * 1_000_000
+    for line, rid in (
+        ('{"jsonrpc": "2.0", "method": "ping", "params": ' + nested + ', "id": "last"}', "last"),
+        ('{"jsonrpc": "2.0", "id": 6, "method": "ping", "params": ' + nested + "}", 6),
+    ):
+        t0 = time.perf_counter()
+        found = refusal(line)
+        assert found is not None and found.request_id == rid
+        assert time.perf_counter() - t0 < 5  # a token-by-token scan of it took over 10 s
