@@ -1,6 +1,7 @@
-"""The SQLite index (APSW, WAL): schema, writes of whole documents, and every read query.
+"""The SQLite index (APSW, WAL): schema, writes of whole documents, and the read queries.
 
-All SQL of markindex lives here. One writer at a time (see `lock.py`); readers open their own
+All SQL of markindex lives in this package: here, and search's queries in `search_queries.py`.
+`scalar` runs an arbitrary statement for tests and diagnostics only. One writer at a time (see `lock.py`); readers open their own
 connections and see consistent snapshots while the writer works.
 """
 
@@ -375,6 +376,9 @@ class Store:
         d["front_matter"] = json.loads(d["front_matter"]) if d["front_matter"] else None
         d["warnings"] = json.loads(d["warnings"])
         return d
+
+    def has_documents(self) -> bool:
+        return self.conn.execute("SELECT 1 FROM documents LIMIT 1").fetchone() is not None
 
     def document_paths(self) -> list[str]:
         return [str(r[0]) for r in self.conn.execute("SELECT path FROM documents ORDER BY path")]

@@ -2,7 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+
+class TitleNode(Protocol):
+    """What naming a path needs of a node: typed rows (`NodeRow`, `TitleRow`) provide it."""
+
+    @property
+    def parent_id(self) -> str | None: ...
+    @property
+    def title(self) -> str: ...
+    @property
+    def kind(self) -> str: ...
 
 
 def nest(
@@ -46,12 +58,23 @@ def nest(
     return []
 
 
-def title_path(nodes_by_id: dict[str, dict[str, Any]], node_id: str) -> list[str]:
-    """Titles from the top of the document down to `node_id` (untitled nodes named by kind)."""
+def title_path(
+    nodes_by_id: Mapping[str, TitleNode] | Mapping[str, Mapping[str, Any]], node_id: str
+) -> list[str]:
+    """Titles from the top of the document down to `node_id` (untitled nodes named by kind).
+
+    Takes typed rows, or the dict rows that `Store.nodes` still returns for older callers.
+    """
     out: list[str] = []
     cur: str | None = node_id
     while cur is not None and cur in nodes_by_id:
-        n = nodes_by_id[cur]
-        out.append(n["title"] or n["kind"])
-        cur = n["parent_id"]
+        parent, label = _parent_and_label(nodes_by_id[cur])
+        out.append(label)
+        cur = parent
     return out[::-1]
+
+
+def _parent_and_label(n: TitleNode | Mapping[str, Any]) -> tuple[str | None, str]:
+    if isinstance(n, Mapping):
+        return n["parent_id"], n["title"] or n["kind"]
+    return n.parent_id, n.title or n.kind
