@@ -251,18 +251,18 @@ class Searcher:
         start, end = pick.start, pick.end
         if not start:  # matched by its title only: show its first passage
             start, end = self.queries.first_passage(pick.node_rowid) or (
-                node["start_line"],
-                node["end_line"],
+                node.start_line,
+                node.end_line,
             )
-        lines = self.store.read_lines(node["doc_id"], start, end)
+        lines = self.store.read_lines(node.doc_id, start, end)
         ancestors = {a.node_id: a for a in self.queries.ancestors(pick.node_rowid)}
         return Hit(
-            doc_path=str(self.queries.document_path(node["doc_id"])),
-            node_id=node["node_id"],
-            title_path=title_path(ancestors, node["node_id"]),
-            kind=node["kind"],
-            start_line=node["start_line"],
-            end_line=node["end_line"],
+            doc_path=str(self.queries.document_path(node.doc_id)),
+            node_id=node.node_id,
+            title_path=title_path(ancestors, node.node_id),
+            kind=node.kind,
+            start_line=node.start_line,
+            end_line=node.end_line,
             passage_start=start,
             passage_end=end,
             score=round(pick.score, 4),

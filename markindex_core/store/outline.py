@@ -12,9 +12,11 @@ Line ranges mean different things in rows and outlines; this is the one place th
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+from markindex_core.store.rows import NodeRow
 
 
 class TitleNode(Protocol):
@@ -67,37 +69,44 @@ class OutlineEntry:
 
 
 def nest(
-    nodes: list[dict[str, Any]], *, depth: int | None = None, root_id: str | None = None
+    nodes: Sequence[NodeRow] | Sequence[Mapping[str, Any]],
+    *,
+    depth: int | None = None,
+    root_id: str | None = None,
 ) -> list[dict[str, Any]]:
-    """The outline in its published form: nested dicts, as `tree --json` and the tools show."""
-    return [e.to_json() for e in outline(nodes, depth=depth, root_id=root_id)]
+    """The outline in its published form: nested dicts, as `tree --json` and the tools show.
+
+    Takes typed rows, or the dict rows that `Store.nodes` still returns for older callers.
+    """
+    rows = [n if isinstance(n, NodeRow) else NodeRow.from_dict(n) for n in nodes]
+    return [e.to_json() for e in outline(rows, depth=depth, root_id=root_id)]
 
 
 def outline(
-    nodes: list[dict[str, Any]], *, depth: int | None = None, root_id: str | None = None
+    nodes: Sequence[NodeRow], *, depth: int | None = None, root_id: str | None = None
 ) -> list[OutlineEntry]:
     """Nested outline of a document's node rows (in document order).
 
     `depth` counts levels below the starting point (1 = only the top entries); `root_id` starts
     at one node's subtree instead of the document's top level.
     """
-    by_parent: dict[str | None, list[dict[str, Any]]] = {}
+    by_parent: dict[str | None, list[NodeRow]] = {}
     for n in nodes:
-        by_parent.setdefault(n["parent_id"], []).append(n)
+        by_parent.setdefault(n.parent_id, []).append(n)
 
-    def build(n: dict[str, Any], level: int) -> OutlineEntry:
-        kids = by_parent.get(n["node_id"], [])
+    def build(n: NodeRow, level: int) -> OutlineEntry:
+        kids = by_parent.get(n.node_id, [])
         shown = depth is None or level < depth
         return OutlineEntry(
-            node_id=n["node_id"],
-            kind=n["kind"],
-            title=n["title"],
-            start_line=n["start_line"],
-            subtree_end=n["subtree_end"],
-            own_end_line=n["end_line"],
-            subtree_tokens=n["subtree_tokens"],
-            key_items=n["key_items"],
-            summary=n.get("summary"),
+            node_id=n.node_id,
+            kind=n.kind,
+            title=n.title,
+            start_line=n.start_line,
+            subtree_end=n.subtree_end,
+            own_end_line=n.end_line,
+            subtree_tokens=n.subtree_tokens,
+            key_items=n.key_items,
+            summary=n.summary,
             children=[build(k, level + 1) for k in kids] if shown else None,
             children_count=0 if shown else len(kids),
         )
@@ -105,7 +114,7 @@ def outline(
     if root_id is None:
         return [build(n, 1) for n in by_parent.get(None, [])]
     for n in nodes:
-        if n["node_id"] == root_id:
+        if n.node_id == root_id:
             return [build(n, 1)]
     return []
 

@@ -21,8 +21,10 @@ def test_outline_entries_span_subtrees_and_publish_the_old_keys(indexed_sample: 
     for path in indexed_sample.store.document_paths():
         doc = indexed_sample.document(path)
         assert doc is not None
+        typed = indexed_sample.store.node_rows(doc["id"])
         rows = {n["node_id"]: n for n in indexed_sample.store.nodes(doc["id"])}
-        entries = _walk(outline(list(rows.values())))
+        assert [n.to_dict() for n in typed] == list(rows.values())
+        entries = _walk(outline(typed))
         assert len(entries) == len(rows)
         for e in entries:
             row = rows[e.node_id]
@@ -36,6 +38,7 @@ def test_outline_entries_span_subtrees_and_publish_the_old_keys(indexed_sample: 
                 assert e.subtree_end == max(c.subtree_end for c in e.children)
             checked += 1
         published: list[dict[str, Any]] = nest(list(rows.values()))
+        assert published == nest(typed)
         top = published[0]
         assert list(top)[:7] == [
             "node_id",

@@ -47,3 +47,18 @@ def test_scope_keeps_only_its_documents(indexed_sample: Library) -> None:
     assert doc is not None
     own = {n["rowid"] for n in indexed_sample.store.nodes(doc["id"])}
     assert {p.node_rowid for p in one_doc} <= own
+
+
+def test_typed_rows_match_the_dict_readers(indexed_sample: Library) -> None:
+    store = indexed_sample.store
+    for path in store.document_paths():
+        row = store.document_row(path)
+        assert row is not None and row.path == path
+        assert row.to_dict() == store.document(path)
+        links = store.link_rows_from(row.id)
+        assert [link.to_dict() for link in links] == store.links_from(row.id)
+        for node in store.node_rows(row.id):
+            assert store.node_row(row.id, node.node_id) == node
+            assert store.node_by_rowid(node.rowid) == node
+            assert node.start_line <= node.end_line <= node.subtree_end
+    assert store.document_row("no/such.md") is None
