@@ -21,6 +21,7 @@ from markindex_core.config import (
     WEIGHT_SUMMARY,
     WEIGHT_TITLE,
 )
+from markindex_core.store.vocabulary import Vocabulary
 
 # Deeper than any outline can nest: only a guard against a corrupt parent cycle.
 _MAX_ANCESTORS = 10_000
@@ -77,7 +78,8 @@ class SearchQueries:
     def __init__(self, conn: apsw.Connection) -> None:
         self.conn = conn
         self._passage_vocab = False
-        self._node_vocab = False
+        self._vocab: Vocabulary | None = None
+        self._vocab_version = (0, 0)
 
     def passage_doc_frequency(self, term: str) -> int:
         """How many passages contain `term` (0 when none): the cost of ranking by it."""
@@ -94,21 +96,16 @@ class SearchQueries:
 
     def node_vocabulary_like(self, fragment: str, limit: int = 20) -> list[str]:
         """Indexed node words containing `fragment`, the most widespread first."""
-        if not self._node_vocab:
-            self.conn.execute(
-                "CREATE VIRTUAL TABLE IF NOT EXISTS temp.node_vocab"
-                " USING fts5vocab(main, node_fts, row)"
-            )
-            self._node_vocab = True
-        pattern = "%" + fragment.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-        return [
-            str(term)
-            for (term,) in self.conn.execute(
-                "SELECT term FROM temp.node_vocab WHERE term LIKE ? ESCAPE '\\'"
-                " ORDER BY doc DESC LIMIT ?",
-                (pattern, limit),
-            )
-        ]
+        return self._vocabulary().containing(fragment, limit)
+
+    def _vocabulary(self) -> Vocabulary:
+        """The node vocabulary of this snapshot: loaded again only after the index changed,
+        through another connection (`data_version`) or this one (`total_changes`)."""
+        version = (int(self.conn.pragma("data_version")), self.conn.total_changes())
+        if self._vocab is None or version != self._vocab_version:
+            self._vocab = Vocabulary.load(self.conn)
+            self._vocab_version = version
+        return self._vocab
 
     def matching_nodes(self, match: str, scope: Scope) -> set[int]:
         """Rowids of nodes whose own text matches the FTS expression (at most NODE_CANDIDATES)."""
