@@ -1,8 +1,9 @@
 """The SQLite index (APSW, WAL): schema, writes of whole documents, and the read queries.
 
-All SQL of markindex lives in this package: here, and search's queries in `search_queries.py`.
-`scalar` runs an arbitrary statement for tests and diagnostics only. One writer at a time (see `lock.py`); readers open their own
-connections and see consistent snapshots while the writer works.
+All SQL of markindex lives in this package: here, search's queries in `search_queries.py` and the
+fragment vocabulary in `vocabulary.py` (`scalar` runs any statement, for tests and diagnostics).
+One writer at a time (see `lock.py`); readers open their own connections and see consistent
+snapshots while the writer works.
 """
 
 from __future__ import annotations
