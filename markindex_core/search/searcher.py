@@ -20,22 +20,17 @@ from markindex_core.config import (
     EXPAND_RATIO,
     MAX_QUERY_GROUPS,
     MIN_RANKED_WORDS,
-    NODE_CANDIDATES,
     NODE_SHARE,
-    PASSAGE_CANDIDATES,
     PASSAGES_PER_NODE,
     POSTINGS_BUDGET,
     SEARCH_DEFAULT_LIMIT,
     SEARCH_MAX_LIMIT,
     SNIPPET_CHARS,
     STRICT_ENOUGH,
-    WEIGHT_BODY,
-    WEIGHT_CONTEXT,
-    WEIGHT_KEY_ITEMS,
-    WEIGHT_SUMMARY,
-    WEIGHT_TITLE,
 )
 from markindex_core.store.db import Store, connect
+from markindex_core.store.outline import title_path
+from markindex_core.store.search_queries import PassageScore, Scope, SearchQueries
 from markindex_core.text import segment
 from markindex_core.text.stopwords import is_stopword
 
@@ -88,12 +83,6 @@ class SearchResult:
         }
 
 
-@dataclass(frozen=True)
-class _Scope:
-    sql: str  # extra WHERE clause with a `{t}` placeholder for the table alias carrying doc_id
-    args: list[Any]
-
-
 def _quote(term: str) -> str:
     return '"' + term.replace('"', '""') + '"'
 
@@ -131,7 +120,7 @@ class Searcher:
     def __init__(self, store: Store) -> None:
         self.store = store
         self.conn = store.conn
-        self._vocab_ready = False
+        self.queries = SearchQueries(store.conn)
         self._pool: ThreadPoolExecutor | None = None
         self._helper_state = threading.local()
 
@@ -163,24 +152,18 @@ class Searcher:
         terms = [g[0] for g in groups]
         if not groups:
             return SearchResult(query, [], "none", "the query has no searchable words", [], _ms(t0))
-        scope = self._scope(folder, doc_path)
+        scope = Scope.of(folder, doc_path)
         exprs = [_group_expr(g) for g in groups]
         ranking = " OR ".join(self._informative(groups, exprs))
-        strict_nodes = self._strict_nodes(" AND ".join(exprs), scope) if len(groups) > 1 else None
+        strict_nodes = (
+            self.queries.matching_nodes(" AND ".join(exprs), scope) if len(groups) > 1 else None
+        )
         if strict_nodes is None or len(strict_nodes) >= min(STRICT_ENOUGH, limit):
             hits = self._rank(ranking, strict_nodes, scope, limit, terms)
             mode, notice = "strict", ""
         else:  # sections with every word still come first
             hits = self._rank(ranking, None, scope, limit, terms, boost=strict_nodes)
-            mode = "relaxed"
-            found = len(strict_nodes)
-            notice = (
-                f"only {found} section{'s' if found > 1 else ''} contain{'' if found > 1 else 's'} "
-                f"all {len(groups)} query words; also showing sections with the most (and rarest) of them"
-                if found
-                else f"no section contains all {len(groups)} query words; showing the sections "
-                "that contain the most (and rarest) of them"
-            )
+            mode, notice = "relaxed", _relaxed_notice(len(strict_nodes), len(groups))
         if not hits:
             hits, extra = self._substring(query, scope, limit)
             if hits:
@@ -191,40 +174,16 @@ class Searcher:
                 mode, notice = "none", "nothing matched; try other words or a wider scope"
         return SearchResult(query, hits, mode, notice, terms, _ms(t0))
 
-    def _scope(self, folder: str | None, doc_path: str | None) -> _Scope:
-        """SQL that keeps only in-scope documents' rows (applied inside the FTS query)."""
-        if doc_path:
-            return _Scope(
-                " AND {t}.doc_id IN (SELECT id FROM documents WHERE path = ?)",
-                [doc_path.strip("/")],
-            )
-        if folder and folder.strip("/"):
-            f = folder.strip("/")
-            return _Scope(
-                " AND {t}.doc_id IN (SELECT id FROM documents WHERE path >= ? AND path < ?)",
-                [f + "/", f + "0"],
-            )
-        return _Scope("", [])
-
     def _informative(self, groups: list[list[str]], exprs: list[str]) -> list[str]:
-        """The query words used for ranking: common ones cost time and rank nearly nothing."""
+        """The query words used for ranking: common ones cost time and rank nearly nothing.
+
+        Rarest words first, while the passages they match stay within a budget: the query cost
+        then stays bounded however large the library grows. A Chinese word's sub-words widen
+        recall but are common: past the budget only the whole word is kept.
+        """
         if len(groups) <= MIN_RANKED_WORDS:
             return exprs
-        if not self._vocab_ready:  # a live view of the index's terms: created once per connection
-            self.conn.execute(
-                "CREATE VIRTUAL TABLE IF NOT EXISTS temp.passage_vocab"
-                " USING fts5vocab(main, passage_fts, row)"
-            )
-            self._vocab_ready = True
-
-        # Rarest words first, while the passages they match stay within a budget: the query
-        # cost then stays bounded however large the library grows. A Chinese word's sub-words
-        # widen recall but are common: past the budget only the whole word is kept.
-        def df(term: str) -> int:
-            return int(
-                self.store.scalar("SELECT doc FROM temp.passage_vocab WHERE term=?", (term,)) or 0
-            )
-
+        df = self.queries.passage_doc_frequency
         whole = [df(g[0]) for g in groups]
         full = [w + sum(df(t) for t in g[1:]) for w, g in zip(whole, groups, strict=True)]
         chosen: dict[int, str] = {}
@@ -236,208 +195,197 @@ class Searcher:
                 chosen[i], spent = _quote(groups[i][0]), spent + whole[i]
         return [chosen[i] for i in sorted(chosen)]
 
-    def _strict_nodes(self, match: str, scope: _Scope) -> set[int]:
-        return {
-            int(r[0])
-            for r in self.conn.execute(
-                "SELECT node_fts.rowid FROM node_fts"
-                + (" JOIN nodes n ON n.id = node_fts.rowid" if scope.sql else "")
-                + f" WHERE node_fts MATCH ?{scope.sql.format(t='n')} LIMIT ?",
-                (match, *scope.args, NODE_CANDIDATES),
-            )
-        }
-
     def _rank(
         self,
         match: str,
         allowed: set[int] | None,
-        scope: _Scope,
+        scope: Scope,
         limit: int,
         terms: list[str],
         boost: set[int] | None = None,
     ) -> list[Hit]:
-        c = self.conn
-        # Node scores come from a second connection on a helper thread while this one scores
-        # passages: the two FTS queries are the whole cost of a search and run on two cores.
-        pending = self._helper().submit(self._node_scores, match, scope)
-        rows: list[tuple[Any, ...]]
-        if scope.sql:
-            rows = c.execute(
-                "SELECT p.id, p.node_rowid, p.start_line, p.end_line,"
-                f" -bm25(passage_fts, {WEIGHT_CONTEXT}, {WEIGHT_BODY}) FROM passage_fts"
-                " JOIN passages p ON p.id = passage_fts.rowid"
-                f" WHERE passage_fts MATCH ?{scope.sql.format(t='p')} ORDER BY 5 DESC LIMIT ?",
-                (match, *scope.args, PASSAGE_CANDIDATES),
-            ).fetchall()
-        else:  # no join before the LIMIT: metadata only for the candidates
-            scored: dict[Any, Any] = dict(
-                c.execute(  # type: ignore[arg-type]
-                    f"SELECT rowid, -bm25(passage_fts, {WEIGHT_CONTEXT}, {WEIGHT_BODY})"
-                    " FROM passage_fts WHERE passage_fts MATCH ? ORDER BY 2 DESC LIMIT ?",
-                    (match, PASSAGE_CANDIDATES),
-                )
-            )
-            ids = ",".join(str(int(i)) for i in scored)
-            rows = (
-                [
-                    (pid, node, a, b, scored[pid])
-                    for pid, node, a, b in c.execute(
-                        f"SELECT id, node_rowid, start_line, end_line FROM passages WHERE id IN ({ids})"
-                    )
-                ]
-                if ids
-                else []
-            )
-        node_scores = pending.result()
-        passages: dict[int, tuple[int, int, int, float]] = {
-            int(pid): (int(node), int(a), int(b), float(score))
-            for pid, node, a, b, score in rows
-            if allowed is None or int(node) in allowed
-        }
+        passages, node_scores = self._candidates(match, scope)
         if allowed is not None:
+            passages = {pid: p for pid, p in passages.items() if p.node_rowid in allowed}
             node_scores = {n: v for n, v in node_scores.items() if n in allowed}
         if not node_scores and not passages:
             return []
-        top_node = max(node_scores.values(), default=1.0) or 1.0
-        top_pass = max((p[3] for p in passages.values()), default=1.0) or 1.0
-        first = boost or set()  # sections holding every query word outrank the rest
-        ranked = sorted(
-            (
-                (1 - NODE_SHARE) * score / top_pass
-                + NODE_SHARE * node_scores.get(node, 0.0) / top_node
-                + (1.0 if node in first else 0.0),
-                pid,
-            )
-            for pid, (node, _a, _b, score) in passages.items()
-        )
-        ranked.reverse()
-        chosen: list[tuple[float, int, int, int]] = []  # (score, node rowid, start, end)
-        per_node: dict[int, int] = {}
-        used: set[int] = set()
-        for score, pid in ranked:
-            node, start, end, pscore = passages[pid]
-            if pid in used or per_node.get(node, 0) >= PASSAGES_PER_NODE:
-                continue
-            used.add(pid)
-            for step in (-1, 1):  # grow the evidence over neighbours that match almost as well
-                nb = passages.get(pid + step)
-                if (
-                    nb
-                    and nb[0] == node
-                    and nb[3] >= EXPAND_RATIO * pscore
-                    and pid + step not in used
-                ):
-                    lo, hi = min(start, nb[1]), max(end, nb[2])
-                    if hi - lo + 1 <= EXPAND_MAX_LINES:
-                        start, end = lo, hi
-                        used.add(pid + step)
-            per_node[node] = per_node.get(node, 0) + 1
-            chosen.append((score, node, start, end))
-            if len(chosen) >= limit:
-                break
-        if len(chosen) < limit:  # sections matched only by their title or merged headings
-            for node, nscore in sorted(node_scores.items(), key=lambda kv: -kv[1]):
-                if node not in per_node:
-                    chosen.append((NODE_SHARE * nscore / top_node, node, 0, 0))
-                    if len(chosen) >= limit:
-                        break
-        chosen.sort(key=lambda t: -t[0])
-        hits = (self._hit(node, score, start, end, terms) for score, node, start, end in chosen)
+        chosen = _choose(passages, node_scores, boost or set(), limit)
+        hits = (self._hit(pick, terms) for pick in chosen)
         return [h for h in hits if h is not None]
+
+    def _candidates(
+        self, match: str, scope: Scope
+    ) -> tuple[dict[int, PassageScore], dict[int, float]]:
+        """Scored passages (by id) and scored nodes (by rowid) for one FTS expression.
+
+        Node scores come from a second connection on a helper thread while this one scores
+        passages: the two FTS queries are the whole cost of a search and run on two cores.
+        """
+        pending = self._helper().submit(self._node_scores, match, scope)
+        passages = {p.id: p for p in self.queries.passage_scores(match, scope)}
+        return passages, pending.result()
 
     def _helper(self) -> ThreadPoolExecutor:
         if self._pool is None:
             self._pool = ThreadPoolExecutor(1, thread_name_prefix="markindex-search")
         return self._pool
 
-    def _node_scores(self, match: str, scope: _Scope) -> dict[int, float]:
-        """BM25 of nodes' own text (title 10, keyItems 5, summary 2, body 1); helper thread only."""
-        conn = getattr(self._helper_state, "conn", None)
-        if conn is None:
-            conn = self._helper_state.conn = connect(self.store.path, readonly=True)
-        weights = f"{WEIGHT_TITLE}, {WEIGHT_KEY_ITEMS}, {WEIGHT_SUMMARY}, {WEIGHT_BODY}"
-        return {
-            int(rowid): float(score)
-            for rowid, score in conn.execute(
-                f"SELECT node_fts.rowid, -bm25(node_fts, {weights}) FROM node_fts"
-                + (" JOIN nodes n ON n.id = node_fts.rowid" if scope.sql else "")
-                + f" WHERE node_fts MATCH ?{scope.sql.format(t='n')} ORDER BY 2 DESC LIMIT ?",
-                (match, *scope.args, NODE_CANDIDATES),
-            )
-        }
+    def _node_scores(self, match: str, scope: Scope) -> dict[int, float]:
+        """Node scores on the helper thread's own connection (helper thread only)."""
+        queries: SearchQueries | None = getattr(self._helper_state, "queries", None)
+        if queries is None:
+            queries = SearchQueries(connect(self.store.path, readonly=True))
+            self._helper_state.queries = queries
+        return queries.node_scores(match, scope)
 
     def close(self) -> None:
         if self._pool is not None:
             self._pool.shutdown(wait=False)
             self._pool = None
 
-    def _hit(
-        self, node_rowid: int, score: float, start: int, end: int, terms: list[str]
-    ) -> Hit | None:
-        store = self.store
-        node = store.node_by_rowid(node_rowid)
+    def _hit(self, pick: _Pick, terms: list[str]) -> Hit | None:
+        node = self.store.node_by_rowid(pick.node_rowid)
         if node is None:  # rewritten by a writer between the two connections' snapshots
             return None
-        doc_path = store.scalar("SELECT path FROM documents WHERE id=?", (node["doc_id"],))
-        if not start:
-            start, end = self._first_passage(node)
-        lines = store.read_lines(node["doc_id"], start, end)
+        start, end = pick.start, pick.end
+        if not start:  # matched by its title only: show its first passage
+            start, end = self.queries.first_passage(pick.node_rowid) or (
+                node.start_line,
+                node.end_line,
+            )
+        lines = self.store.read_lines(node.doc_id, start, end)
+        ancestors = {a.node_id: a for a in self.queries.ancestors(pick.node_rowid)}
         return Hit(
-            doc_path=str(doc_path),
-            node_id=node["node_id"],
-            title_path=self._title_path(node),
-            kind=node["kind"],
-            start_line=node["start_line"],
-            end_line=node["end_line"],
+            doc_path=str(self.queries.document_path(node.doc_id)),
+            node_id=node.node_id,
+            title_path=title_path(ancestors, node.node_id),
+            kind=node.kind,
+            start_line=node.start_line,
+            end_line=node.end_line,
             passage_start=start,
             passage_end=end,
-            score=round(score, 4),
+            score=round(pick.score, 4),
             snippet=make_snippet("\n".join(lines), terms),
         )
 
-    def _title_path(self, node: dict[str, Any]) -> list[str]:
-        path = [node["title"] or node["kind"]]
-        parent = node["parent_id"]
-        while parent:
-            row = self.conn.execute(
-                "SELECT parent_id, title, kind FROM nodes WHERE doc_id=? AND node_id=?",
-                (node["doc_id"], parent),
-            ).fetchone()
-            if row is None:
-                break
-            path.append(str(row[1] or row[2]))
-            parent = row[0]
-        return path[::-1]
-
-    def _first_passage(self, node: dict[str, Any]) -> tuple[int, int]:
-        row = self.conn.execute(
-            "SELECT start_line, end_line FROM passages WHERE node_rowid=? ORDER BY start_line LIMIT 1",
-            (node["rowid"],),
-        ).fetchone()
-        if row:
-            return int(row[0]), int(row[1])
-        return node["start_line"], node["end_line"]
-
-    def _substring(self, query: str, scope: _Scope, limit: int) -> tuple[list[Hit], list[str]]:
+    def _substring(self, query: str, scope: Scope, limit: int) -> tuple[list[Hit], list[str]]:
         """Fragments (partial identifiers, odd CJK cuts): match them inside indexed words."""
         frags = [f for f in re.split(r"\s+", segment.normalize(query)) if len(f) >= 3][:4]
-        if not frags:
-            return [], []
-        self.conn.execute(
-            "CREATE VIRTUAL TABLE IF NOT EXISTS temp.node_vocab USING fts5vocab(main, node_fts, row)"
-        )
-        found: list[str] = []
-        for frag in frags:
-            pattern = "%" + frag.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-            for (term,) in self.conn.execute(
-                "SELECT term FROM temp.node_vocab WHERE term LIKE ? ESCAPE '\\' ORDER BY doc DESC LIMIT 20",
-                (pattern,),
-            ):
-                found.append(str(term))
+        found = [term for frag in frags for term in self.queries.node_vocabulary_like(frag)]
         if not found:
             return [], []
         match = " OR ".join(_quote(t) for t in dict.fromkeys(found))
         return self._rank(match, None, scope, limit, found), found[:10]
+
+
+@dataclass(frozen=True)
+class _Pick:
+    """A chosen result before it becomes a `Hit`: start 0 means "no passage matched"."""
+
+    score: float
+    node_rowid: int
+    start: int
+    end: int
+
+
+def _relaxed_notice(found: int, words: int) -> str:
+    if not found:
+        return (
+            f"no section contains all {words} query words; showing the sections "
+            "that contain the most (and rarest) of them"
+        )
+    return (
+        f"only {found} section{'s' if found > 1 else ''} contain{'' if found > 1 else 's'} "
+        f"all {words} query words; also showing sections with the most (and rarest) of them"
+    )
+
+
+def _choose(
+    passages: dict[int, PassageScore],
+    node_scores: dict[int, float],
+    boost: set[int],
+    limit: int,
+) -> list[_Pick]:
+    """The best `limit` results: passages first, then sections matched only by their title."""
+    top_node = max(node_scores.values(), default=1.0) or 1.0
+    ranked = _blend(passages, node_scores, top_node, boost)
+    chosen = _pick_passages(ranked, passages, limit)
+    if len(chosen) < limit:  # sections matched only by their title or merged headings
+        shown = {c.node_rowid for c in chosen}
+        for node, nscore in sorted(node_scores.items(), key=lambda kv: -kv[1]):
+            if node not in shown:
+                chosen.append(_Pick(NODE_SHARE * nscore / top_node, node, 0, 0))
+                if len(chosen) >= limit:
+                    break
+    chosen.sort(key=lambda c: -c.score)
+    return chosen
+
+
+def _blend(
+    passages: dict[int, PassageScore],
+    node_scores: dict[int, float],
+    top_node: float,
+    boost: set[int],
+) -> list[tuple[float, int]]:
+    """(score, passage id), best first: each side normalized by its best, blended by NODE_SHARE.
+
+    Sections holding every query word (`boost`) outrank the rest.
+    """
+    top_pass = max((p.score for p in passages.values()), default=1.0) or 1.0
+    ranked = sorted(
+        (
+            (1 - NODE_SHARE) * p.score / top_pass
+            + NODE_SHARE * node_scores.get(p.node_rowid, 0.0) / top_node
+            + (1.0 if p.node_rowid in boost else 0.0),
+            pid,
+        )
+        for pid, p in passages.items()
+    )
+    ranked.reverse()
+    return ranked
+
+
+def _pick_passages(
+    ranked: list[tuple[float, int]], passages: dict[int, PassageScore], limit: int
+) -> list[_Pick]:
+    """Walk the ranking: at most PASSAGES_PER_NODE per node, each grown over good neighbours."""
+    chosen: list[_Pick] = []
+    per_node: dict[int, int] = {}
+    used: set[int] = set()
+    for score, pid in ranked:
+        node = passages[pid].node_rowid
+        if pid in used or per_node.get(node, 0) >= PASSAGES_PER_NODE:
+            continue
+        start, end = _grow(passages, pid, used)
+        per_node[node] = per_node.get(node, 0) + 1
+        chosen.append(_Pick(score, node, start, end))
+        if len(chosen) >= limit:
+            break
+    return chosen
+
+
+def _grow(passages: dict[int, PassageScore], pid: int, used: set[int]) -> tuple[int, int]:
+    """Grow a passage over its neighbours in the same node that match almost as well.
+
+    Marks the passage and every neighbour taken in as used.
+    """
+    p = passages[pid]
+    start, end = p.start_line, p.end_line
+    used.add(pid)
+    for step in (-1, 1):
+        nb = passages.get(pid + step)
+        if (
+            nb
+            and nb.node_rowid == p.node_rowid
+            and nb.score >= EXPAND_RATIO * p.score
+            and pid + step not in used
+        ):
+            lo, hi = min(start, nb.start_line), max(end, nb.end_line)
+            if hi - lo + 1 <= EXPAND_MAX_LINES:
+                start, end = lo, hi
+                used.add(pid + step)
+    return start, end
 
 
 def make_snippet(text: str, terms: list[str], width: int = SNIPPET_CHARS) -> str:

@@ -1,7 +1,9 @@
-"""The SQLite index (APSW, WAL): schema, writes of whole documents, and every read query.
+"""The SQLite index (APSW, WAL): schema, writes of whole documents, and the read queries.
 
-All SQL of markindex lives here. One writer at a time (see `lock.py`); readers open their own
-connections and see consistent snapshots while the writer works.
+All SQL of markindex lives in this package: here, search's queries in `search_queries.py` and the
+fragment vocabulary in `vocabulary.py` (`scalar` runs any statement, for tests and diagnostics).
+One writer at a time (see `lock.py`); readers open their own connections and see consistent
+snapshots while the writer works.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import apsw.bestpractice
 from markindex_core.config import LINE_BLOCK_SIZE, SCHEMA_VERSION
 from markindex_core.errors import IndexMissing, MarkindexError
 from markindex_core.model import ParsedDocument
+from markindex_core.store.rows import DocumentRow, LinkRow, NodeRow, named_rows
 from markindex_core.text.segment import FTS_TOKENCHARS
 
 _TOKENIZE = f"unicode61 remove_diacritics 0 tokenchars '{FTS_TOKENCHARS}'"
@@ -154,7 +157,12 @@ def _migrate(conn: apsw.Connection) -> None:
 
 
 class Store:
-    """A connection to one library's index with typed reads and whole-document writes."""
+    """A connection to one library's index with typed reads and whole-document writes.
+
+    Typed readers return the frozen rows of `rows.py` (`document_row`, `node_rows`, `node_row`,
+    `node_by_rowid`, `link_rows_from`); `document`, `nodes`, `node` and `links_from` return the
+    same rows as dicts for callers not moved to typed rows yet.
+    """
 
     def __init__(self, db_path: Path, *, readonly: bool = False) -> None:
         self.path = db_path
@@ -348,33 +356,21 @@ class Store:
         self.conn.pragma("wal_checkpoint", "truncate")
 
     # ----- readers --------------------------------------------------------------------------
-    def document(self, path: str) -> dict[str, Any] | None:
-        row = self.conn.execute(
+    def document_row(self, path: str) -> DocumentRow | None:
+        cursor = self.conn.execute(
             "SELECT id, path, title, description, front_matter, hash, size, mtime_ns, tokens,"
             " line_count, encoding, warnings, indexed_at FROM documents WHERE path=?",
             (path,),
-        ).fetchone()
-        if row is None:
-            return None
-        keys = (
-            "id",
-            "path",
-            "title",
-            "description",
-            "front_matter",
-            "hash",
-            "size",
-            "mtime_ns",
-            "tokens",
-            "line_count",
-            "encoding",
-            "warnings",
-            "indexed_at",
         )
-        d = dict(zip(keys, row, strict=True))
-        d["front_matter"] = json.loads(d["front_matter"]) if d["front_matter"] else None
-        d["warnings"] = json.loads(d["warnings"])
-        return d
+        return next((DocumentRow.from_columns(c) for c in named_rows(cursor)), None)
+
+    def document(self, path: str) -> dict[str, Any] | None:
+        """`document_row` as a dict (the form the public API and older callers use)."""
+        row = self.document_row(path)
+        return None if row is None else row.to_dict()
+
+    def has_documents(self) -> bool:
+        return self.conn.execute("SELECT 1 FROM documents LIMIT 1").fetchone() is not None
 
     def document_paths(self) -> list[str]:
         return [str(r[0]) for r in self.conn.execute("SELECT path FROM documents ORDER BY path")]
@@ -424,21 +420,29 @@ class Store:
     def folders(self) -> list[str]:
         return [str(r[0]) for r in self.conn.execute("SELECT DISTINCT folder FROM documents")]
 
+    def node_rows(self, doc_id: int) -> list[NodeRow]:
+        return self._node_rows(" WHERE doc_id=? ORDER BY ordinal", (doc_id,))
+
+    def node_row(self, doc_id: int, node_id: str) -> NodeRow | None:
+        return next(iter(self._node_rows(" WHERE doc_id=? AND node_id=?", (doc_id, node_id))), None)
+
+    def node_by_rowid(self, rowid: int) -> NodeRow | None:
+        return next(iter(self._node_rows(" WHERE id=?", (rowid,))), None)
+
     def nodes(self, doc_id: int) -> list[dict[str, Any]]:
-        return [
-            _node_row(r)
-            for r in self.conn.execute(_NODE_SELECT + " WHERE doc_id=? ORDER BY ordinal", (doc_id,))
-        ]
+        """`node_rows` as dicts, for callers not on typed rows yet."""
+        return [n.to_dict() for n in self.node_rows(doc_id)]
 
     def node(self, doc_id: int, node_id: str) -> dict[str, Any] | None:
-        row = self.conn.execute(
-            _NODE_SELECT + " WHERE doc_id=? AND node_id=?", (doc_id, node_id)
-        ).fetchone()
-        return _node_row(row) if row else None
+        """`node_row` as a dict, for callers not on typed rows yet."""
+        row = self.node_row(doc_id, node_id)
+        return None if row is None else row.to_dict()
 
-    def node_by_rowid(self, rowid: int) -> dict[str, Any] | None:
-        row = self.conn.execute(_NODE_SELECT + " WHERE id=?", (rowid,)).fetchone()
-        return _node_row(row) if row else None
+    def _node_rows(self, where: str, args: Sequence[Any]) -> list[NodeRow]:
+        return [
+            NodeRow.from_columns(c)
+            for c in named_rows(self.conn.execute(_NODE_SELECT + where, args))
+        ]
 
     def read_lines(self, doc_id: int, start: int, end: int) -> list[str]:
         """Original lines start..end (1-based, inclusive) of a document."""
@@ -459,15 +463,18 @@ class Store:
         offset = start - 1 - first * LINE_BLOCK_SIZE
         return out[offset : offset + end - start + 1]
 
+    def link_rows_from(self, doc_id: int) -> list[LinkRow]:
+        cursor = self.conn.execute(
+            "SELECT l.line AS line, l.target AS target, l.anchor AS anchor, d.id AS target_id"
+            " FROM links l LEFT JOIN documents d ON d.path = l.target WHERE l.doc_id=?"
+            " ORDER BY l.line",
+            (doc_id,),
+        )
+        return [LinkRow.from_columns(c) for c in named_rows(cursor)]
+
     def links_from(self, doc_id: int) -> list[dict[str, Any]]:
-        return [
-            {"line": int(line), "target": str(t), "anchor": str(a), "broken": d is None}
-            for line, t, a, d in self.conn.execute(
-                "SELECT l.line, l.target, l.anchor, d.id FROM links l LEFT JOIN documents d"
-                " ON d.path = l.target WHERE l.doc_id=? ORDER BY l.line",
-                (doc_id,),
-            )
-        ]
+        """`link_rows_from` as dicts, for callers not on typed rows yet."""
+        return [link.to_dict() for link in self.link_rows_from(doc_id)]
 
     def links_to(self, path: str) -> list[dict[str, Any]]:
         return [
@@ -512,27 +519,6 @@ class Store:
 
 
 _NODE_SELECT = (
-    "SELECT id, doc_id, ordinal, node_id, parent_id, depth, kind, level, title, key_items,"
-    " start_line, end_line, subtree_end, tokens, subtree_tokens, summary FROM nodes"
+    "SELECT id AS rowid, doc_id, ordinal, node_id, parent_id, depth, kind, level, title,"
+    " key_items, start_line, end_line, subtree_end, tokens, subtree_tokens, summary FROM nodes"
 )
-
-
-def _node_row(r: Sequence[Any]) -> dict[str, Any]:
-    return {
-        "rowid": r[0],
-        "doc_id": r[1],
-        "ordinal": r[2],
-        "node_id": r[3],
-        "parent_id": r[4],
-        "depth": r[5],
-        "kind": r[6],
-        "level": r[7],
-        "title": r[8],
-        "key_items": json.loads(r[9]),
-        "start_line": r[10],
-        "end_line": r[11],
-        "subtree_end": r[12],
-        "tokens": r[13],
-        "subtree_tokens": r[14],
-        "summary": r[15],
-    }

@@ -276,7 +276,7 @@ def _open_store(lib: IndexAccess) -> Store:
                 "--reindex-on-start); the tools cannot build it"
             ),
         ) from None
-    if store.scalar("SELECT 1 FROM documents LIMIT 1") is None and index_being_built(lib):
+    if not store.has_documents() and index_being_built(lib):
         raise _building()
     return store
 

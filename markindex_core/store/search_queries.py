@@ -1,0 +1,194 @@
+"""The read queries search runs: FTS candidates with BM25 scores, term statistics, hit details.
+
+Kept beside `db.py` so that all SQL stays in the store layer while `search/` only ranks. Each
+`SearchQueries` wraps one connection: search scores nodes on a second connection in a helper
+thread, so the queries take the connection they run on instead of a `Store`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import apsw
+
+from markindex_core.config import (
+    NODE_CANDIDATES,
+    PASSAGE_CANDIDATES,
+    WEIGHT_BODY,
+    WEIGHT_CONTEXT,
+    WEIGHT_KEY_ITEMS,
+    WEIGHT_SUMMARY,
+    WEIGHT_TITLE,
+)
+from markindex_core.store.vocabulary import Vocabulary
+
+# Deeper than any outline can nest: only a guard against a corrupt parent cycle.
+_MAX_ANCESTORS = 10_000
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Which documents a search may return: an extra WHERE clause with a `{t}` placeholder for
+    the alias of the table carrying doc_id, and its arguments (applied inside the FTS query)."""
+
+    sql: str = ""
+    args: tuple[Any, ...] = ()
+
+    @classmethod
+    def of(cls, folder: str | None, doc_path: str | None) -> Scope:
+        if doc_path:
+            return cls(
+                " AND {t}.doc_id IN (SELECT id FROM documents WHERE path = ?)",
+                (doc_path.strip("/"),),
+            )
+        if folder and folder.strip("/"):
+            f = folder.strip("/")
+            return cls(
+                " AND {t}.doc_id IN (SELECT id FROM documents WHERE path >= ? AND path < ?)",
+                (f + "/", f + "0"),  # '0' sorts right after '/'
+            )
+        return cls()
+
+
+@dataclass(frozen=True)
+class PassageScore:
+    """One candidate passage: its node, its line range and its BM25 score (higher is better)."""
+
+    id: int
+    node_rowid: int
+    start_line: int
+    end_line: int
+    score: float
+
+
+@dataclass(frozen=True)
+class TitleRow:
+    """One node on the way from a hit up to its document's top: enough to name the path."""
+
+    node_id: str
+    parent_id: str | None
+    title: str
+    kind: str
+
+
+class SearchQueries:
+    """The search queries on one connection (one per thread, like the connection)."""
+
+    def __init__(self, conn: apsw.Connection) -> None:
+        self.conn = conn
+        self._passage_vocab = False
+        self._vocab: Vocabulary | None = None
+        self._vocab_version = (0, 0)
+
+    def passage_doc_frequency(self, term: str) -> int:
+        """How many passages contain `term` (0 when none): the cost of ranking by it."""
+        if not self._passage_vocab:  # a live view of the index's terms: created once
+            self.conn.execute(
+                "CREATE VIRTUAL TABLE IF NOT EXISTS temp.passage_vocab"
+                " USING fts5vocab(main, passage_fts, row)"
+            )
+            self._passage_vocab = True
+        row = self.conn.execute(
+            "SELECT doc FROM temp.passage_vocab WHERE term=?", (term,)
+        ).fetchone()
+        return int(row[0] or 0) if row else 0
+
+    def node_vocabulary_like(self, fragment: str, limit: int = 20) -> list[str]:
+        """Indexed node words containing `fragment`, the most widespread first."""
+        return self._vocabulary().containing(fragment, limit)
+
+    def _vocabulary(self) -> Vocabulary:
+        """The node vocabulary of this snapshot: loaded again only after the index changed,
+        through another connection (`data_version`) or this one (`total_changes`)."""
+        version = (int(self.conn.pragma("data_version")), self.conn.total_changes())
+        if self._vocab is None or version != self._vocab_version:
+            self._vocab = Vocabulary.load(self.conn)
+            self._vocab_version = version
+        return self._vocab
+
+    def matching_nodes(self, match: str, scope: Scope) -> set[int]:
+        """Rowids of nodes whose own text matches the FTS expression (at most NODE_CANDIDATES)."""
+        return {
+            int(r[0])
+            for r in self.conn.execute(
+                "SELECT node_fts.rowid FROM node_fts"
+                + (" JOIN nodes n ON n.id = node_fts.rowid" if scope.sql else "")
+                + f" WHERE node_fts MATCH ?{scope.sql.format(t='n')} LIMIT ?",
+                (match, *scope.args, NODE_CANDIDATES),
+            )
+        }
+
+    def node_scores(self, match: str, scope: Scope) -> dict[int, float]:
+        """BM25 of nodes' own text (title 10, keyItems 5, summary 2, body 1), best first."""
+        weights = f"{WEIGHT_TITLE}, {WEIGHT_KEY_ITEMS}, {WEIGHT_SUMMARY}, {WEIGHT_BODY}"
+        return {
+            int(rowid): float(score)
+            for rowid, score in self.conn.execute(
+                f"SELECT node_fts.rowid, -bm25(node_fts, {weights}) FROM node_fts"
+                + (" JOIN nodes n ON n.id = node_fts.rowid" if scope.sql else "")
+                + f" WHERE node_fts MATCH ?{scope.sql.format(t='n')} ORDER BY 2 DESC LIMIT ?",
+                (match, *scope.args, NODE_CANDIDATES),
+            )
+        }
+
+    def passage_scores(self, match: str, scope: Scope) -> list[PassageScore]:
+        """The best-scoring passages (BM25 of context 2, body 1), at most PASSAGE_CANDIDATES."""
+        if scope.sql:
+            return [
+                PassageScore(int(pid), int(node), int(a), int(b), float(score))
+                for pid, node, a, b, score in self.conn.execute(
+                    "SELECT p.id, p.node_rowid, p.start_line, p.end_line,"
+                    f" -bm25(passage_fts, {WEIGHT_CONTEXT}, {WEIGHT_BODY}) FROM passage_fts"
+                    " JOIN passages p ON p.id = passage_fts.rowid"
+                    f" WHERE passage_fts MATCH ?{scope.sql.format(t='p')} ORDER BY 5 DESC LIMIT ?",
+                    (match, *scope.args, PASSAGE_CANDIDATES),
+                )
+            ]
+        # No join before the LIMIT: metadata only for the candidates.
+        scored = {
+            int(rowid): float(score)
+            for rowid, score in self.conn.execute(
+                f"SELECT rowid, -bm25(passage_fts, {WEIGHT_CONTEXT}, {WEIGHT_BODY})"
+                " FROM passage_fts WHERE passage_fts MATCH ? ORDER BY 2 DESC LIMIT ?",
+                (match, PASSAGE_CANDIDATES),
+            )
+        }
+        if not scored:
+            return []
+        ids = ",".join(str(i) for i in scored)
+        return [
+            PassageScore(int(pid), int(node), int(a), int(b), scored[int(pid)])
+            for pid, node, a, b in self.conn.execute(
+                f"SELECT id, node_rowid, start_line, end_line FROM passages WHERE id IN ({ids})"
+            )
+        ]
+
+    def first_passage(self, node_rowid: int) -> tuple[int, int] | None:
+        """The line range of a node's first passage (None for a node without passages)."""
+        row = self.conn.execute(
+            "SELECT start_line, end_line FROM passages WHERE node_rowid=?"
+            " ORDER BY start_line LIMIT 1",
+            (node_rowid,),
+        ).fetchone()
+        return (int(row[0]), int(row[1])) if row else None
+
+    def document_path(self, doc_id: int) -> str | None:
+        row = self.conn.execute("SELECT path FROM documents WHERE id=?", (doc_id,)).fetchone()
+        return str(row[0]) if row else None
+
+    def ancestors(self, node_rowid: int) -> list[TitleRow]:
+        """A node and every node above it in its document, in one query."""
+        return [
+            TitleRow(str(node_id), None if parent is None else str(parent), str(title), str(kind))
+            for node_id, parent, title, kind in self.conn.execute(
+                "WITH RECURSIVE up(doc_id, node_id, parent_id, title, kind, hops) AS ("
+                " SELECT doc_id, node_id, parent_id, title, kind, 0 FROM nodes WHERE id=?"
+                " UNION ALL"
+                " SELECT n.doc_id, n.node_id, n.parent_id, n.title, n.kind, up.hops + 1"
+                " FROM up JOIN nodes n ON n.doc_id = up.doc_id AND n.node_id = up.parent_id"
+                " WHERE up.hops < ?)"
+                " SELECT node_id, parent_id, title, kind FROM up",
+                (node_rowid, _MAX_ANCESTORS),
+            )
+        ]
