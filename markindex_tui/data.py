@@ -10,9 +10,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from markindex_core.config import TUI_PREVIEW_MAX_LINES
 from markindex_core.library import Library
 from markindex_core.serve.status import read_status
+from markindex_tui.settings import TUI_PREVIEW_MAX_LINES
 
 RefKind = Literal["folder", "document", "node", "skipped", "more"]
 

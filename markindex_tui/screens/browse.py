@@ -13,13 +13,13 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import Footer, Tree
 
-from markindex_core.config import TUI_POLL_SECONDS, TUI_WRITER_POLL_SECONDS
 from markindex_core.errors import MarkindexError
 from markindex_core.search.searcher import Hit
 from markindex_tui import data
 from markindex_tui.context import AppContext
 from markindex_tui.data import DocInfo, Ref
 from markindex_tui.screens.search import SearchScreen, scopes_for
+from markindex_tui.settings import TUI_POLL_SECONDS, TUI_WRITER_POLL_SECONDS
 from markindex_tui.widgets.doc_info import DocInfo as DocInfoPanel
 from markindex_tui.widgets.library_tree import LibraryTree
 from markindex_tui.widgets.lines_view import LinesView

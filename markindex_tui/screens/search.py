@@ -16,10 +16,10 @@ from textual.screen import ModalScreen
 from textual.widgets import Footer, Input, OptionList, Static
 from textual.widgets.option_list import Option
 
-from markindex_core.config import TUI_SEARCH_LIMIT, TUI_SEARCH_PAUSE_SECONDS
 from markindex_core.errors import MarkindexError
 from markindex_core.library import Library
 from markindex_core.search.searcher import Hit, SearchResult
+from markindex_tui.settings import TUI_SEARCH_LIMIT, TUI_SEARCH_PAUSE_SECONDS
 
 
 @dataclass(frozen=True)

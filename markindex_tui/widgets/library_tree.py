@@ -13,10 +13,10 @@ from textual.binding import Binding, BindingType
 from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
 
-from markindex_core.config import TUI_FOLDER_PAGE
 from markindex_core.errors import MarkindexError
 from markindex_core.library import Library
 from markindex_tui.data import DocListing, FolderListing, Ref, doc_listing, folder_listing
+from markindex_tui.settings import TUI_FOLDER_PAGE
 
 Key = tuple[str, str, str]
 Node = TreeNode[Ref]
