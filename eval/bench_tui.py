@@ -170,7 +170,7 @@ async def measure_app(root: Path, db: Path, queries: list[str]) -> dict[str, Any
             await pilot.pause()
             t0 = time.perf_counter()
             tree.move_cursor(node)
-            await until(lambda: lines.shown is not None and lines.shown.ref == node.data)
+            await until(lambda: lines.shown is not None and lines.shown.ref == node.data.ref)
             state.append((time.perf_counter() - t0) * 1000)
             await painted()
             worker.append(screen.last_preview_ms)  # type: ignore[attr-defined]

@@ -24,6 +24,7 @@ from textual.pilot import Pilot
 from markindex_core.library import Library
 from markindex_tui.app import MarkindexApp
 from markindex_tui.screens.browse import BrowseScreen
+from markindex_tui.testing import settle
 from markindex_tui.widgets.library_tree import LibraryTree
 
 log = logging.getLogger("markindex.screenshots")
@@ -34,15 +35,6 @@ SIZE = (120, 36)
 PNG_WIDTH = 1600
 
 Drive = Callable[[Pilot[None]], Awaitable[None]]
-
-
-async def settle(pilot: Pilot[None]) -> None:
-    """Let workers finish and the screen repaint (a worker may start another)."""
-    for _ in range(3):
-        busy = [w for w in pilot.app.workers if w.group != "watch"]
-        if busy:
-            await pilot.app.workers.wait_for_complete(busy)
-        await pilot.pause()
 
 
 def find_node(lib: Library, doc_path: str, words: tuple[str, ...]) -> str | None:
@@ -154,7 +146,7 @@ def to_png(svg: Path) -> Path | None:
         subprocess.run([converter, "-w", str(PNG_WIDTH), str(svg), "-o", str(png)], check=True)
         return png
     try:
-        import cairosvg  # type: ignore[import-untyped]
+        import cairosvg
     except ImportError:
         return None
     cairosvg.svg2png(url=str(svg), write_to=str(png), output_width=PNG_WIDTH)

@@ -87,18 +87,18 @@ def _rel(path: str, folder: str) -> str:
     return path[len(prefix) :] if prefix and path.startswith(prefix) else path
 
 
-class DocInfo(VerticalScroll, can_focus=False):
+class DocInfoPanel(VerticalScroll, can_focus=False):
     """Scrolls when the front matter is long; never taller than a third of the screen."""
 
     DEFAULT_CSS = """
-    DocInfo {
+    DocInfoPanel {
         height: auto;
         max-height: 35%;
         padding: 0 1;
         border-bottom: solid $primary-background;
         background: $surface;
     }
-    DocInfo > Static { width: 1fr; }
+    DocInfoPanel > Static { width: 1fr; }
     """
 
     def compose(self):  # type: ignore[no-untyped-def]

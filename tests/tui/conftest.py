@@ -6,37 +6,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from textual.pilot import Pilot
-from textual.worker import WorkerCancelled
 
 from markindex_core.library import Library
 from markindex_tui.app import MarkindexApp
 
 SIZE = (100, 30)
-
-
-async def settle(pilot: Pilot[None], rounds: int = 3) -> None:
-    """Drain workers and repaint; a finished worker may have started another (tree → preview)."""
-    for _ in range(rounds):
-        # The in-app watcher (--watch) runs until the app exits: never wait for it.
-        busy = [w for w in pilot.app.workers if w.group != "watch"]
-        if busy:  # (an empty list would mean "all workers" to Textual)
-            try:
-                await pilot.app.workers.wait_for_complete(busy)
-            except WorkerCancelled:
-                pass  # replaced by a newer worker of an exclusive group: the next round waits for it
-        await pilot.pause()
-
-
-async def wait_until(pilot: Pilot[None], cond: Callable[[], bool], timeout: float = 10.0) -> None:
-    """Poll the app (not the wall clock) until `cond` holds; fail after `timeout` seconds."""
-    import time
-
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        await pilot.pause(0.05)
 
 
 def fixed_clock(lib: Library) -> Callable[[], float]:

@@ -1,0 +1,32 @@
+"""Driving the app with Textual's Pilot: shared by the tests and the screenshot script."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from textual.pilot import Pilot
+from textual.worker import WorkerCancelled
+
+NEVER_DONE = frozenset({"watch"})  # the in-app watcher (--watch) runs until the app exits
+
+
+async def settle(pilot: Pilot[None], rounds: int = 3) -> None:
+    """Drain workers and repaint; a finished worker may have started another (tree → preview)."""
+    for _ in range(rounds):
+        busy = [w for w in pilot.app.workers if w.group not in NEVER_DONE]
+        if busy:  # (an empty list would mean "all workers" to Textual)
+            try:
+                await pilot.app.workers.wait_for_complete(busy)
+            except WorkerCancelled:
+                pass  # replaced by a newer worker of an exclusive group: the next round waits for it
+        await pilot.pause()
+
+
+async def wait_until(pilot: Pilot[None], cond: Callable[[], bool], timeout: float = 10.0) -> None:
+    """Poll the app (not the wall clock) until `cond` holds; fail after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        await pilot.pause(0.05)
