@@ -27,7 +27,6 @@ class Ref:
     node_id: str = ""
     start: int = 0  # first line of the node
     end: int = 0  # last line of its whole subtree
-    offset: int = 0  # "more" entries: where the next page of the folder starts
     reason: str = ""  # skipped files: why
 
     @property

@@ -17,7 +17,6 @@ import sys
 import tempfile
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
 
 from textual.pilot import Pilot
 
@@ -78,7 +77,7 @@ async def search(pilot: Pilot[None], query: str, scope_presses: int = 0) -> None
     await settle(pilot)
 
 
-def views(lib: Library) -> dict[str, tuple[tuple[int, int], Drive, dict[str, Any]]]:
+def views(lib: Library) -> dict[str, tuple[tuple[int, int], Drive]]:
     en = pick(
         lib,
         ["dotnet-csharpstandard/standard/csharp-language-standard-draft-v8.combined.md"],
@@ -119,13 +118,13 @@ def views(lib: Library) -> dict[str, tuple[tuple[int, int], Drive, dict[str, Any
         await settle(pilot)
 
     return {
-        "browse": (SIZE, browse, {}),
-        "search-results": (SIZE, results, {}),
-        "chinese-document": (SIZE, chinese, {}),
-        "chinese-search-jump": (SIZE, chinese_search, {}),
-        "help": (SIZE, help_, {}),
-        "browse-light": (SIZE, light, {}),
-        "browse-80x24": ((80, 24), browse, {}),
+        "browse": (SIZE, browse),
+        "search-results": (SIZE, results),
+        "chinese-document": (SIZE, chinese),
+        "chinese-search-jump": (SIZE, chinese_search),
+        "help": (SIZE, help_),
+        "browse-light": (SIZE, light),
+        "browse-80x24": ((80, 24), browse),
     }
 
 
@@ -167,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
         lib = Library(root, Path(tmp) / "index.db")
         sys.stderr.write(f"indexing {root.name} …\n")
         lib.index()
-        for name, (size, drive, _opts) in views(lib).items():
+        for name, (size, drive) in views(lib).items():
             svg = asyncio.run(shoot(lib, name, size, drive, args.out))
             png = None if args.no_png else to_png(svg)
             sys.stderr.write(f"wrote {svg.name}" + (f" and {png.name}" if png else "") + "\n")

@@ -201,7 +201,7 @@ class LibraryTree(Tree[Entry]):
         left = len(entry.rows) - end
         if left:
             label = Text(f"… {left} more (enter)", style="dim italic")
-            self._add(node, Row(label, Ref("more", entry.ref.path, offset=end), False))
+            self._add(node, Row(label, Ref("more", entry.ref.path), False))
         return added[0] if added else None
 
     def _next_page(self, more: Node) -> Node | None:

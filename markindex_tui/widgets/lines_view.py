@@ -87,9 +87,3 @@ class LinesView(TextArea):
     def _scroll_to_row(self, row: int) -> None:
         y = self.wrapped_document.location_to_offset((row, 0)).y
         self.scroll_to(y=max(0, y - 2), animate=False)
-
-    def shown_range(self) -> tuple[int, int] | None:
-        """First and last line on screen in this view (real line numbers)."""
-        if self.shown is None or not self.shown.lines:
-            return None
-        return self.shown.start, self.shown.start + len(self.shown.lines) - 1
