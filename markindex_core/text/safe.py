@@ -1,0 +1,44 @@
+"""Make document text safe to print on a terminal: control characters become visible escapes.
+
+Document text, titles and file names are untrusted. Printed raw, an ESC or C1 byte lets a file
+write the clipboard (OSC 52), set the window title or clear the screen. Every human-facing output
+(CLI tables, trees, log lines, the terminal app) passes text through `printable`; JSON output does
+not need it, because JSON escapes control characters itself.
+"""
+
+from __future__ import annotations
+
+_NAMED = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
+
+
+def _escape(cp: int) -> str:
+    ch = chr(cp)
+    return _NAMED.get(ch, f"\\x{cp:02x}")
+
+
+# C0 (U+0000-U+001F), DEL (U+007F) and C1 (U+0080-U+009F): every code a terminal may act on.
+_CONTROL = [*range(0x00, 0x20), 0x7F, *range(0x80, 0xA0)]
+_ONE_LINE = str.maketrans({cp: _escape(cp) for cp in _CONTROL})
+_MULTI_LINE = str.maketrans({cp: _escape(cp) for cp in _CONTROL if cp != 0x0A})
+
+
+def printable(text: str, *, multiline: bool = False) -> str:
+    r"""Return `text` with every control character shown as a visible escape.
+
+    ESC becomes the four characters `\x1b`, BEL `\x07`, a C1 CSI `\x9b`; tab, newline and
+    carriage return become `\t`, `\n`, `\r`. With `multiline=True` a newline is kept as a line
+    break (for previews and snippets that span lines); everything else is still escaped.
+
+    Args:
+        text: untrusted text (a title, a path, a snippet, an error message).
+        multiline: keep `\n` as a real line break.
+
+    Returns:
+        The text, safe to write to a terminal. Printable text (CJK included) is unchanged.
+    """
+    return text.translate(_MULTI_LINE if multiline else _ONE_LINE)
+
+
+def is_printable(text: str, *, multiline: bool = False) -> bool:
+    """True when `printable` would leave `text` unchanged (no control character in it)."""
+    return printable(text, multiline=multiline) == text
