@@ -16,6 +16,7 @@ from textual.widgets import Footer, Tree
 
 from markindex_core.errors import MarkindexError
 from markindex_core.search.searcher import Hit
+from markindex_core.text.safe import printable
 from markindex_tui import data
 from markindex_tui.context import AppContext
 from markindex_tui.data import DocMeta, Ref
@@ -68,7 +69,7 @@ class BrowseScreen(Screen[None]):
             with Vertical(id="right"):
                 yield DocInfoPanel(id="info")
                 yield LinesView(id="lines")
-        yield StatusBar(lib.root.name, self.mapp.clock, id="status")
+        yield StatusBar(printable(lib.root.name), self.mapp.clock, id="status")
         yield Footer(show_command_palette=False)
 
     def on_mount(self) -> None:
@@ -157,7 +158,7 @@ class BrowseScreen(Screen[None]):
             self.notify("select a document or a section first", severity="warning")
             return
         self.app.copy_to_clipboard(cite)
-        self.notify(cite, title="citation copied")
+        self.notify(printable(cite), title="citation copied")
 
     # ----- live index ---------------------------------------------------------------------------
     def _poll_index(self) -> None:
@@ -197,7 +198,7 @@ class BrowseScreen(Screen[None]):
         try:
             report = self.mapp.lib.index()
         except MarkindexError as exc:
-            self.app.call_from_thread(self.notify, exc.message, severity="error")
+            self.app.call_from_thread(self.notify, printable(exc.message), severity="error")
             return
         changes = len(report.added) + len(report.updated) + len(report.removed)
         self.app.call_from_thread(

@@ -22,6 +22,7 @@ from textual.worker import Worker
 
 from markindex_core.errors import MarkindexError
 from markindex_core.library import Library
+from markindex_core.text.safe import printable
 from markindex_tui.data import DocListing, FolderListing, Ref, doc_listing, folder_listing
 from markindex_tui.settings import TUI_FOLDER_PAGE
 
@@ -55,24 +56,24 @@ def _short(n: int) -> str:
 
 
 def folder_label(name: str, docs: int) -> Text:
-    return Text.assemble((name + "/", "bold"), (f" {docs}", "dim"))
+    return Text.assemble((printable(name) + "/", "bold"), (f" {docs}", "dim"))
 
 
 def doc_label(doc: dict[str, Any]) -> Text:
-    name = str(doc["path"]).rpartition("/")[2]
+    name = printable(str(doc["path"]).rpartition("/")[2])
     return Text.assemble(name, (f" {_short(int(doc['tokens']))}", "dim"))
 
 
 def node_label(n: dict[str, Any]) -> Text:
     """A section's title; merged headings (keyItems) follow it, chunks and prefaces are marked."""
-    title = str(n["title"])
+    title = printable(str(n["title"]))
     if n["kind"] == "chunk":
         text = Text.assemble((title or "chunk", "italic"), (" ≡ chunk", "dim"))
     elif n["kind"] == "preface" or not title:
         text = Text(f"({n['kind']})", style="italic")
     else:
         text = Text(title)
-    merged = [k for k in n["key_items"] if k != title]
+    merged = [printable(k) for k in n["key_items"] if printable(k) != title]
     if merged:
         text.append(" + " + " · ".join(merged), style="dim italic")
     return text
@@ -89,7 +90,7 @@ class LibraryTree(Tree[Entry]):
     ]
 
     def __init__(self, lib: Library, **kwargs: Any) -> None:
-        super().__init__(lib.root.name, data=Entry(Ref("folder", "")), **kwargs)
+        super().__init__(Text(printable(lib.root.name)), data=Entry(Ref("folder", "")), **kwargs)
         self.lib = lib
         self.auto_expand = True
         self._queue: asyncio.Queue[Node] = asyncio.Queue()
@@ -163,7 +164,7 @@ class LibraryTree(Tree[Entry]):
                     self._fill_children(node, doc, None)
         except (MarkindexError, apsw.Error) as exc:
             entry.loaded = False  # the next expand tries again
-            self.notify(str(exc), title="cannot read the index", severity="error")
+            self.notify(printable(str(exc)), title="cannot read the index", severity="error")
         finally:
             placeholder.remove()
 
@@ -401,7 +402,7 @@ def folder_rows(listing: FolderListing) -> list[Row]:
     out += [Row(doc_label(d), Ref("document", d["path"]), True) for d in listing.docs]
     out += [
         Row(
-            Text.assemble(path.rpartition("/")[2], (" skipped", "dim italic")),
+            Text.assemble(printable(path.rpartition("/")[2]), (" skipped", "dim italic")),
             Ref("skipped", path, reason=reason),
             False,
         )
