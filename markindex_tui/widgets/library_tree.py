@@ -30,11 +30,18 @@ Key = tuple[str, str, str]
 
 
 class Row(NamedTuple):
-    """One child line of a folder, made when the folder is read and added page by page."""
+    """One child line of a folder; its label is made only when its page is added."""
 
-    label: Text
     ref: Ref
-    expandable: bool
+    size: int = 0  # folders: documents below; documents: tokens
+
+    def label(self) -> Text:
+        name = printable(self.ref.path.rpartition("/")[2])
+        if self.ref.kind == "folder":
+            return folder_label(name, self.size)
+        if self.ref.kind == "document":
+            return Text.assemble(name, (f" {_short(self.size)}", "dim"))
+        return Text.assemble(name, (" skipped", "dim italic"))
 
 
 @dataclass(eq=False)
@@ -56,12 +63,7 @@ def _short(n: int) -> str:
 
 
 def folder_label(name: str, docs: int) -> Text:
-    return Text.assemble((printable(name) + "/", "bold"), (f" {docs}", "dim"))
-
-
-def doc_label(doc: dict[str, Any]) -> Text:
-    name = printable(str(doc["path"]).rpartition("/")[2])
-    return Text.assemble(name, (f" {_short(int(doc['tokens']))}", "dim"))
+    return Text.assemble((name + "/", "bold"), (f" {docs}", "dim"))
 
 
 def node_label(n: dict[str, Any]) -> Text:
@@ -178,10 +180,11 @@ class LibraryTree(Tree[Entry]):
             old.get_nowait()
             old.task_done()
 
-    def _add(self, parent: Node, row: Row, listing: DocListing | None = None) -> Node:
-        return parent.add(
-            row.label, data=Entry(row.ref, listing=listing), allow_expand=row.expandable
+    def _add(self, parent: Node, label: Text, ref: Ref, listing: DocListing | None = None) -> Node:
+        expandable = ref.kind in ("folder", "document") or (
+            listing is not None and listing.has_children(ref.node_id)
         )
+        return parent.add(label, data=Entry(ref, listing=listing), allow_expand=expandable)
 
     def _fill_folder(self, node: Node, listing: FolderListing, upto: int = 0) -> None:
         entry = node.data
@@ -197,12 +200,12 @@ class LibraryTree(Tree[Entry]):
         entry = node.data
         assert entry is not None
         end = min(len(entry.rows), entry.shown + count)
-        added = [self._add(node, row) for row in entry.rows[entry.shown : end]]
+        added = [self._add(node, row.label(), row.ref) for row in entry.rows[entry.shown : end]]
         entry.shown = end
         left = len(entry.rows) - end
         if left:
             label = Text(f"… {left} more (enter)", style="dim italic")
-            self._add(node, Row(label, Ref("more", entry.ref.path), False))
+            self._add(node, label, Ref("more", entry.ref.path))
         return added[0] if added else None
 
     def _next_page(self, more: Node) -> Node | None:
@@ -219,7 +222,7 @@ class LibraryTree(Tree[Entry]):
         path = doc.doc["path"]
         for n in doc.children(parent_id):
             ref = Ref("node", path, n["node_id"], n["start_line"], n["subtree_end"])
-            self._add(node, Row(node_label(n), ref, doc.has_children(n["node_id"])), doc)
+            self._add(node, node_label(n), ref, doc)
 
     def _fill_section(self, node: Node) -> None:
         entry = node.data
@@ -395,17 +398,7 @@ def _chain(doc_path: str) -> list[Key]:
 def folder_rows(listing: FolderListing) -> list[Row]:
     """A folder's child lines: sub-folders, documents, then files the indexer skipped."""
     base = listing.folder + "/" if listing.folder else ""
-    out = [
-        Row(folder_label(name, n), Ref("folder", base + name), True)
-        for name, n, _tokens in listing.subfolders
-    ]
-    out += [Row(doc_label(d), Ref("document", d["path"]), True) for d in listing.docs]
-    out += [
-        Row(
-            Text.assemble(printable(path.rpartition("/")[2]), (" skipped", "dim italic")),
-            Ref("skipped", path, reason=reason),
-            False,
-        )
-        for path, reason in listing.skipped
-    ]
+    out = [Row(Ref("folder", base + name), n) for name, n, _tokens in listing.subfolders]
+    out += [Row(Ref("document", d["path"]), int(d["tokens"])) for d in listing.docs]
+    out += [Row(Ref("skipped", path, reason=reason)) for path, reason in listing.skipped]
     return out
