@@ -21,9 +21,8 @@ from pathlib import Path
 from textual.pilot import Pilot
 
 from markindex_core.library import Library
-from markindex_tui.app import MarkindexApp
 from markindex_tui.screens.browse import BrowseScreen
-from markindex_tui.testing import settle
+from markindex_tui.testing import app_for, settle
 from markindex_tui.widgets.library_tree import LibraryTree
 
 log = logging.getLogger("markindex.screenshots")
@@ -129,8 +128,7 @@ def views(lib: Library) -> dict[str, tuple[tuple[int, int], Drive]]:
 
 
 async def shoot(lib: Library, name: str, size: tuple[int, int], drive: Drive, out: Path) -> Path:
-    last = float(lib.store.get_meta("last_index_at") or 0)
-    app = MarkindexApp(lib, clock=lambda: last + 5, cursor_blink=False)
+    app = app_for(lib)
     async with app.run_test(size=size) as pilot:
         await drive(pilot)
         app.save_screenshot(f"{name}.svg", path=str(out))

@@ -4,9 +4,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 from textual.pilot import Pilot
 from textual.worker import WorkerCancelled
+
+from markindex_core.library import Library
+from markindex_tui.app import MarkindexApp
+
+SIZE = (100, 30)  # the terminal the tests drive the app in
 
 NEVER_DONE = frozenset({"watch"})  # the in-app watcher (--watch) runs until the app exits
 
@@ -30,3 +37,21 @@ async def wait_until(pilot: Pilot[None], cond: Callable[[], bool], timeout: floa
         if time.monotonic() > deadline:
             raise AssertionError("condition not met in time")
         await pilot.pause(0.05)
+
+
+def fixed_clock(lib: Library) -> Callable[[], float]:
+    """A clock frozen a few seconds after the last index run: 'indexed just now' on screen."""
+    last = float(lib.store.get_meta("last_index_at") or 0)
+    return lambda: last + 5
+
+
+def app_for(lib: Library, **kwargs: Any) -> MarkindexApp:
+    """The app as tests and screenshots run it: a frozen clock (once indexed), no cursor blink."""
+    if lib.has_index():
+        kwargs.setdefault("clock", fixed_clock(lib))
+    kwargs.setdefault("cursor_blink", False)
+    return MarkindexApp(lib, **kwargs)
+
+
+def make_app(root: Path, db: Path | None = None, **kwargs: Any) -> MarkindexApp:
+    return app_for(Library(root, db), **kwargs)

@@ -16,11 +16,10 @@ from markindex_tui.screens.browse import BrowseScreen
 from markindex_tui.screens.build import BuildScreen
 from markindex_tui.screens.help import HelpScreen
 from markindex_tui.screens.search import SearchScreen
-from markindex_tui.testing import settle, wait_until
+from markindex_tui.testing import SIZE, make_app, settle, wait_until
 from markindex_tui.widgets.library_tree import LibraryTree
 from markindex_tui.widgets.lines_view import LinesView
 from markindex_tui.widgets.status_bar import StatusBar
-from tests.tui.conftest import SIZE, make_app
 
 pytestmark = pytest.mark.timeout(60)
 

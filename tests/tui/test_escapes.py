@@ -13,12 +13,11 @@ from textual.widgets import OptionList, Static
 from markindex_core.library import Library
 from markindex_tui.app import MarkindexApp
 from markindex_tui.screens.search import SearchScreen
-from markindex_tui.testing import settle
+from markindex_tui.testing import make_app, settle
 from markindex_tui.widgets.doc_info import DocInfoPanel
 from markindex_tui.widgets.library_tree import LibraryTree
 from markindex_tui.widgets.lines_view import LinesView
 from markindex_tui.widgets.status_bar import StatusBar
-from tests.tui.conftest import make_app
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -7,9 +7,8 @@ import asyncio
 import pytest
 
 from markindex_core.library import Library
-from markindex_tui.testing import settle
+from markindex_tui.testing import SIZE, make_app, settle
 from markindex_tui.widgets.library_tree import LibraryTree, Node
-from tests.tui.conftest import SIZE, make_app
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -14,9 +14,8 @@ import markindex_tui.screens.browse as browse
 from markindex_core.library import Library
 from markindex_tui.data import Status
 from markindex_tui.screens.browse import BrowseScreen
-from markindex_tui.testing import settle
+from markindex_tui.testing import SIZE, make_app, settle
 from markindex_tui.widgets.status_bar import StatusBar
-from tests.tui.conftest import SIZE, make_app
 
 pytestmark = pytest.mark.timeout(180)
 RUNS = 5
