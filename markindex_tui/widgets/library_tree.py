@@ -2,7 +2,9 @@
 
 As in Textual's `DirectoryTree`, each node carries one record (`Entry`: its `Ref`, a `loaded`
 flag and what was read for it) and one loader worker takes nodes from a queue, so there are no
-maps beside the tree to keep in step with it.
+maps beside the tree to keep in step with it. Unlike `DirectoryTree`'s, the loader ends when the
+queue is empty (the next request starts it again), so "every worker done" means "tree loaded".
+A rebuild after the index changed swaps in a fresh queue and cancels the old loader.
 """
 
 from __future__ import annotations
