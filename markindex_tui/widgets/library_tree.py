@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, ClassVar, NamedTuple
 
 import apsw
@@ -131,9 +132,9 @@ class LibraryTree(Tree[Entry]):
             entry.loaded = True
             self._queue.put_nowait(node)
             if self._loader is None:
-                self._loader = self.run_worker(
-                    self._drain(self._queue), group="tree-load", exit_on_error=False
-                )
+                # A function, not a coroutine: a loader cancelled before it starts leaves none.
+                drain = partial(self._drain, self._queue)
+                self._loader = self.run_worker(drain, group="tree-load", exit_on_error=False)
 
     async def ensure_loaded(self, node: Node) -> None:
         """Load `node`'s children if not yet done, and wait until the queue is worked off."""
