@@ -129,6 +129,7 @@ async def measure_app(root: Path, db: Path, queries: list[str]) -> dict[str, Any
     from markindex_core.library import Library
     from markindex_tui.app import MarkindexApp
     from markindex_tui.screens.search import SearchScreen
+    from markindex_tui.testing import settle
     from markindex_tui.widgets.library_tree import LibraryTree
     from markindex_tui.widgets.lines_view import LinesView
 
@@ -140,11 +141,10 @@ async def measure_app(root: Path, db: Path, queries: list[str]) -> dict[str, Any
         screen = app.screen
         tree = screen.query_one(LibraryTree)
         lines = screen.query_one(LinesView)
-        await app.workers.wait_for_complete()
+        await settle(pilot)
         doc_node = await tree.reveal(CSHARP)
         assert doc_node is not None
-        await app.workers.wait_for_complete()
-        await pilot.pause()
+        await settle(pilot)
         doc = lib.store.document(CSHARP)
         assert doc is not None
         nodes = lib.store.nodes(doc["id"])
@@ -161,16 +161,15 @@ async def measure_app(root: Path, db: Path, queries: list[str]) -> dict[str, Any
             node = tree.node_for(key)
             if node is None:
                 target = await tree.reveal(CSHARP, key[2])
-                await app.workers.wait_for_complete()
+                await settle(pilot)
                 node = target
             assert node is not None and node.data is not None
             other = doc_node if node is not doc_node else tree.root
             tree.move_cursor(other)
-            await app.workers.wait_for_complete()
-            await pilot.pause()
+            await settle(pilot)  # (a replaced preview worker is not an error here)
             t0 = time.perf_counter()
             tree.move_cursor(node)
-            await until(lambda: lines.shown is not None and lines.shown.ref == node.data)
+            await until(lambda: lines.shown is not None and lines.shown.ref == node.data.ref)
             state.append((time.perf_counter() - t0) * 1000)
             await painted()
             worker.append(screen.last_preview_ms)  # type: ignore[attr-defined]

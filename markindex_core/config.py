@@ -80,14 +80,6 @@ class TreeParams:
         return f"R={self.routing_cost};max={self.max_node_tokens};setext={int(self.setext)}"
 
 
-# ----- Terminal app (markindex_tui) --------------------------------------------------------------
-TUI_POLL_SECONDS = 1.0  # how often the app checks PRAGMA data_version for commits by others
-TUI_WRITER_POLL_SECONDS = 2.0  # how often it checks whether a daemon holds the writer lock
-TUI_SEARCH_PAUSE_SECONDS = 0.15  # typing pause before a live search runs
-TUI_SEARCH_LIMIT = 30
-TUI_PREVIEW_MAX_LINES = 300  # preview window; the next one loads as the reader scrolls down
-TUI_FOLDER_PAGE = 500  # tree entries added per folder page ("… N more" loads the next)
-
 # ----- Agent tools and MCP server (tools.py, mcp_server.py) ------------------------------------
 # JSON characters of listed items / text per page (the whole envelope stays under 95 000).
 TOOL_PAGE_CHARS = 80_000

@@ -17,6 +17,7 @@ from markindex_core.library import Library
 from markindex_core.serve.daemon import Daemon
 from markindex_core.serve.status import read_status
 from markindex_core.text import segment
+from markindex_core.text.safe import printable
 from markindex_tui.data import now
 from markindex_tui.screens.browse import BrowseScreen
 from markindex_tui.screens.build import BuildScreen
@@ -69,7 +70,7 @@ class MarkindexApp(App[None]):
         self.theme = DARK
 
     def on_mount(self) -> None:
-        self.title = f"markindex · {self.lib.root.name}"
+        self.title = f"markindex · {printable(self.lib.root.name)}"
         reason = ""
         if self.lib.has_index():
             try:
@@ -104,7 +105,7 @@ class MarkindexApp(App[None]):
         try:
             status = read_status(self.lib)
         except (OSError, MarkindexError) as exc:
-            self.notify(str(exc), title="watch", severity="error")
+            self.notify(printable(str(exc)), title="watch", severity="error")
             return
         if status["writer_locked"]:
             self.notify("another process keeps this index live; not watching", title="watch")
@@ -127,7 +128,7 @@ class MarkindexApp(App[None]):
         if event.state == WorkerState.ERROR and event.worker.error is not None:
             error = event.worker.error
             message = error.message if isinstance(error, MarkindexError) else repr(error)
-            self.notify(message, title=event.worker.name or "error", severity="error")
+            self.notify(printable(message), title=event.worker.name or "error", severity="error")
 
     # ----- actions ------------------------------------------------------------------------------
     def action_help(self) -> None:

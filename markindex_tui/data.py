@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Literal
 
-from markindex_core.config import TUI_PREVIEW_MAX_LINES
 from markindex_core.library import Library
 from markindex_core.serve.status import read_status
+from markindex_tui.settings import TUI_PREVIEW_MAX_LINES
 
 RefKind = Literal["folder", "document", "node", "skipped", "more"]
 
@@ -26,7 +27,6 @@ class Ref:
     node_id: str = ""
     start: int = 0  # first line of the node
     end: int = 0  # last line of its whole subtree
-    offset: int = 0  # "more" entries: where the next page of the folder starts
     reason: str = ""  # skipped files: why
 
     @property
@@ -56,13 +56,33 @@ class DocListing:
     doc: dict[str, Any]
     nodes: list[dict[str, Any]]  # pre-order rows of `Store.nodes`
 
+    @cached_property
+    def _by_parent(self) -> dict[str | None, list[dict[str, Any]]]:
+        out: dict[str | None, list[dict[str, Any]]] = {}
+        for n in self.nodes:
+            out.setdefault(n["parent_id"], []).append(n)
+        return out
+
     def children(self, parent_id: str | None) -> list[dict[str, Any]]:
-        return [n for n in self.nodes if n["parent_id"] == parent_id]
+        return self._by_parent.get(parent_id, [])
+
+    def has_children(self, node_id: str) -> bool:
+        return node_id in self._by_parent
+
+    def ancestry(self, node_id: str) -> list[str]:
+        """`node_id` and its ancestors' ids, the top-level section first."""
+        by_id = {n["node_id"]: n for n in self.nodes}
+        ids: list[str] = []
+        cur: str | None = node_id
+        while cur is not None and cur in by_id:
+            ids.append(cur)
+            cur = by_id[cur]["parent_id"]
+        return ids[::-1]
 
 
 @dataclass(frozen=True)
-class DocInfo:
-    """A document's metadata panel."""
+class DocMeta:
+    """What the metadata panel shows of a document: its row and its links."""
 
     doc: dict[str, Any]
     links_out: list[dict[str, Any]]
@@ -74,7 +94,7 @@ class Preview:
     """The lines of one tree entry, with their real line numbers."""
 
     ref: Ref
-    info: DocInfo | None
+    info: DocMeta | None
     start: int = 1
     lines: list[str] = field(default_factory=list)
     span_end: int = 0  # the entry's real last line (more than shown when cut)
@@ -109,18 +129,18 @@ def doc_listing(lib: Library, path: str) -> DocListing | None:
     return DocListing(doc, store.nodes(doc["id"]))
 
 
-def doc_info(lib: Library, path: str) -> DocInfo | None:
+def doc_meta(lib: Library, path: str) -> DocMeta | None:
     store = lib.store
     doc = store.document(path)
     if doc is None:
         return None
-    return DocInfo(doc, store.links_from(doc["id"]), store.links_to(path))
+    return DocMeta(doc, store.links_from(doc["id"]), store.links_to(path))
 
 
 def preview(
     lib: Library,
     ref: Ref,
-    info: DocInfo | None,
+    info: DocMeta | None,
     focus: tuple[int, int] | None = None,
     max_lines: int = TUI_PREVIEW_MAX_LINES,
 ) -> Preview:
@@ -134,7 +154,7 @@ def preview(
     if doc_path is None:
         return Preview(ref, None)
     if info is None or info.doc["path"] != doc_path:
-        info = doc_info(lib, doc_path)
+        info = doc_meta(lib, doc_path)
     if info is None:
         return Preview(ref, None)
     doc = info.doc

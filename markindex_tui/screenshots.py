@@ -17,13 +17,12 @@ import sys
 import tempfile
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
 
 from textual.pilot import Pilot
 
 from markindex_core.library import Library
-from markindex_tui.app import MarkindexApp
 from markindex_tui.screens.browse import BrowseScreen
+from markindex_tui.testing import app_for, settle
 from markindex_tui.widgets.library_tree import LibraryTree
 
 log = logging.getLogger("markindex.screenshots")
@@ -34,15 +33,6 @@ SIZE = (120, 36)
 PNG_WIDTH = 1600
 
 Drive = Callable[[Pilot[None]], Awaitable[None]]
-
-
-async def settle(pilot: Pilot[None]) -> None:
-    """Let workers finish and the screen repaint (a worker may start another)."""
-    for _ in range(3):
-        busy = [w for w in pilot.app.workers if w.group != "watch"]
-        if busy:
-            await pilot.app.workers.wait_for_complete(busy)
-        await pilot.pause()
 
 
 def find_node(lib: Library, doc_path: str, words: tuple[str, ...]) -> str | None:
@@ -86,7 +76,7 @@ async def search(pilot: Pilot[None], query: str, scope_presses: int = 0) -> None
     await settle(pilot)
 
 
-def views(lib: Library) -> dict[str, tuple[tuple[int, int], Drive, dict[str, Any]]]:
+def views(lib: Library) -> dict[str, tuple[tuple[int, int], Drive]]:
     en = pick(
         lib,
         ["dotnet-csharpstandard/standard/csharp-language-standard-draft-v8.combined.md"],
@@ -127,19 +117,18 @@ def views(lib: Library) -> dict[str, tuple[tuple[int, int], Drive, dict[str, Any
         await settle(pilot)
 
     return {
-        "browse": (SIZE, browse, {}),
-        "search-results": (SIZE, results, {}),
-        "chinese-document": (SIZE, chinese, {}),
-        "chinese-search-jump": (SIZE, chinese_search, {}),
-        "help": (SIZE, help_, {}),
-        "browse-light": (SIZE, light, {}),
-        "browse-80x24": ((80, 24), browse, {}),
+        "browse": (SIZE, browse),
+        "search-results": (SIZE, results),
+        "chinese-document": (SIZE, chinese),
+        "chinese-search-jump": (SIZE, chinese_search),
+        "help": (SIZE, help_),
+        "browse-light": (SIZE, light),
+        "browse-80x24": ((80, 24), browse),
     }
 
 
 async def shoot(lib: Library, name: str, size: tuple[int, int], drive: Drive, out: Path) -> Path:
-    last = float(lib.store.get_meta("last_index_at") or 0)
-    app = MarkindexApp(lib, clock=lambda: last + 5, cursor_blink=False)
+    app = app_for(lib)
     async with app.run_test(size=size) as pilot:
         await drive(pilot)
         app.save_screenshot(f"{name}.svg", path=str(out))
@@ -154,7 +143,7 @@ def to_png(svg: Path) -> Path | None:
         subprocess.run([converter, "-w", str(PNG_WIDTH), str(svg), "-o", str(png)], check=True)
         return png
     try:
-        import cairosvg  # type: ignore[import-untyped]
+        import cairosvg
     except ImportError:
         return None
     cairosvg.svg2png(url=str(svg), write_to=str(png), output_width=PNG_WIDTH)
@@ -175,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
         lib = Library(root, Path(tmp) / "index.db")
         sys.stderr.write(f"indexing {root.name} …\n")
         lib.index()
-        for name, (size, drive, _opts) in views(lib).items():
+        for name, (size, drive) in views(lib).items():
             svg = asyncio.run(shoot(lib, name, size, drive, args.out))
             png = None if args.no_png else to_png(svg)
             sys.stderr.write(f"wrote {svg.name}" + (f" and {png.name}" if png else "") + "\n")

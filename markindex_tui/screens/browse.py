@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import dataclass
 from typing import ClassVar, cast
 
 from textual import on, work
@@ -13,17 +14,27 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import Footer, Tree
 
-from markindex_core.config import TUI_POLL_SECONDS, TUI_WRITER_POLL_SECONDS
 from markindex_core.errors import MarkindexError
 from markindex_core.search.searcher import Hit
+from markindex_core.text.safe import printable
 from markindex_tui import data
 from markindex_tui.context import AppContext
-from markindex_tui.data import DocInfo, Ref
+from markindex_tui.data import DocMeta, Ref
 from markindex_tui.screens.search import SearchScreen, scopes_for
-from markindex_tui.widgets.doc_info import DocInfo as DocInfoPanel
-from markindex_tui.widgets.library_tree import LibraryTree
+from markindex_tui.settings import TUI_POLL_SECONDS, TUI_WRITER_POLL_SECONDS
+from markindex_tui.widgets.doc_info import DocInfoPanel
+from markindex_tui.widgets.library_tree import Entry, LibraryTree
 from markindex_tui.widgets.lines_view import LinesView
 from markindex_tui.widgets.status_bar import StatusBar
+
+
+@dataclass(frozen=True)
+class FoundPassage:
+    """The search hit last jumped to: its tree entry, passage lines and citation."""
+
+    key: tuple[str, str, str]
+    lines: tuple[int, int]
+    citation: str
 
 
 class BrowseScreen(Screen[None]):
@@ -40,8 +51,8 @@ class BrowseScreen(Screen[None]):
 
     def __init__(self) -> None:
         super().__init__()
-        self._info_cache: dict[str, DocInfo] = {}
-        self._hit: tuple[tuple[str, str, str], tuple[int, int], str] | None = None
+        self._info_cache: dict[str, DocMeta] = {}
+        self._hit: FoundPassage | None = None
         self._data_version: int | None = None
         self.last_query = ""
         self.last_scope = "library"
@@ -58,7 +69,7 @@ class BrowseScreen(Screen[None]):
             with Vertical(id="right"):
                 yield DocInfoPanel(id="info")
                 yield LinesView(id="lines")
-        yield StatusBar(lib.root.name, self.mapp.clock, id="status")
+        yield StatusBar(printable(lib.root.name), self.mapp.clock, id="status")
         yield Footer(show_command_palette=False)
 
     def on_mount(self) -> None:
@@ -71,16 +82,15 @@ class BrowseScreen(Screen[None]):
 
     # ----- preview ------------------------------------------------------------------------------
     @on(Tree.NodeHighlighted, "#tree")
-    def _highlighted(self, event: Tree.NodeHighlighted[Ref]) -> None:
-        ref = event.node.data
-        if ref is not None:
-            self.load_preview(ref)
+    def _highlighted(self, event: Tree.NodeHighlighted[Entry]) -> None:
+        if event.node.data is not None:
+            self.load_preview(event.node.data.ref)
 
     @work(exclusive=True, group="preview", exit_on_error=False)
     async def load_preview(self, ref: Ref, keep_scroll: bool = False) -> None:
         """Read only this entry's lines in a thread; a newer highlight cancels this one."""
         t0 = time.perf_counter()
-        focus = self._hit[1] if self._hit is not None and self._hit[0] == ref.key else None
+        focus = self._hit.lines if self._hit is not None and self._hit.key == ref.key else None
         cached = self._info_cache.get(ref.doc_path or "")
         p = await asyncio.to_thread(data.preview, self.mapp.lib, ref, cached, focus)
         if p.info is not None:
@@ -121,12 +131,12 @@ class BrowseScreen(Screen[None]):
     async def jump_to(self, hit: Hit) -> None:
         """Open the tree down to the hit's node and select its passage in the preview."""
         key = ("node", hit.doc_path, hit.node_id)
-        self._hit = (key, (hit.passage_start, hit.passage_end), hit.citation)
+        self._hit = FoundPassage(key, (hit.passage_start, hit.passage_end), hit.citation)
         tree = self.query_one(LibraryTree)
         node = await tree.reveal(hit.doc_path, hit.node_id)
         tree.focus()
         if node is not None and node.data is not None:
-            self.load_preview(node.data)
+            self.load_preview(node.data.ref)
 
     # ----- citation -----------------------------------------------------------------------------
     def citation(self) -> str | None:
@@ -134,8 +144,8 @@ class BrowseScreen(Screen[None]):
         ref = self.query_one(LibraryTree).selected_ref()
         if ref is None or ref.doc_path is None:
             return None
-        if self._hit is not None and self._hit[0] == ref.key:
-            return self._hit[2]
+        if self._hit is not None and self._hit.key == ref.key:
+            return self._hit.citation
         if ref.kind == "node":
             return f"[{ref.path}, L{ref.start}-{ref.end}]"
         info = self._info_cache.get(ref.path)
@@ -148,7 +158,7 @@ class BrowseScreen(Screen[None]):
             self.notify("select a document or a section first", severity="warning")
             return
         self.app.copy_to_clipboard(cite)
-        self.notify(cite, title="citation copied")
+        self.notify(printable(cite), title="citation copied")
 
     # ----- live index ---------------------------------------------------------------------------
     def _poll_index(self) -> None:
@@ -188,7 +198,7 @@ class BrowseScreen(Screen[None]):
         try:
             report = self.mapp.lib.index()
         except MarkindexError as exc:
-            self.app.call_from_thread(self.notify, exc.message, severity="error")
+            self.app.call_from_thread(self.notify, printable(exc.message), severity="error")
             return
         changes = len(report.added) + len(report.updated) + len(report.removed)
         self.app.call_from_thread(

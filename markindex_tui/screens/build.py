@@ -14,6 +14,7 @@ from textual.widgets import Button, Footer, ProgressBar, Static
 
 from markindex_core.errors import MarkindexError
 from markindex_core.library import Library
+from markindex_core.text.safe import printable
 
 
 def shown_path(lib: Library) -> str:
@@ -55,14 +56,16 @@ class BuildScreen(Screen[bool]):
     def compose(self) -> ComposeResult:
         with Vertical():
             head = (
-                Text.assemble("The index cannot be used: ", self.reason, "\nRebuilding it")
+                Text.assemble(
+                    "The index cannot be used: ", printable(self.reason), "\nRebuilding it"
+                )
                 if self.reason
                 else Text.assemble(
-                    "No index yet for ", (self.lib.root.name, "bold"), ".\nBuilding it"
+                    "No index yet for ", (printable(self.lib.root.name), "bold"), ".\nBuilding it"
                 )
             )
             head.append(" reads every Markdown file once and writes ")
-            head.append(shown_path(self.lib), style="bold")
+            head.append(printable(shown_path(self.lib)), style="bold")
             head.append(". Later runs only re-read changed files.")
             yield Static(head, id="build-text")
             yield ProgressBar(id="build-progress", show_eta=False)
@@ -96,7 +99,7 @@ class BuildScreen(Screen[bool]):
         done, total, path = self._progress
         if total:
             self.query_one(ProgressBar).update(total=total, progress=done)
-        self.query_one("#build-file", Static).update(Text(path[-66:], no_wrap=True))
+        self.query_one("#build-file", Static).update(Text(printable(path)[-66:], no_wrap=True))
 
     @work(thread=True, exclusive=True, group="build", exit_on_error=False)
     def build(self) -> None:
@@ -109,7 +112,7 @@ class BuildScreen(Screen[bool]):
 
     def _failed(self, exc: MarkindexError) -> None:
         self.remove_class("-building")
-        self.query_one("#build-file", Static).update(Text(str(exc), style="bold"))
+        self.query_one("#build-file", Static).update(Text(printable(str(exc)), style="bold"))
 
     def _done(self, added: int, skipped: int) -> None:
         msg = f"indexed {added} documents" + (f", skipped {skipped}" if skipped else "")

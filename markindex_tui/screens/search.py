@@ -16,10 +16,11 @@ from textual.screen import ModalScreen
 from textual.widgets import Footer, Input, OptionList, Static
 from textual.widgets.option_list import Option
 
-from markindex_core.config import TUI_SEARCH_LIMIT, TUI_SEARCH_PAUSE_SECONDS
 from markindex_core.errors import MarkindexError
 from markindex_core.library import Library
 from markindex_core.search.searcher import Hit, SearchResult
+from markindex_core.text.safe import printable
+from markindex_tui.settings import TUI_SEARCH_LIMIT, TUI_SEARCH_PAUSE_SECONDS
 
 
 @dataclass(frozen=True)
@@ -30,9 +31,9 @@ class Scope:
 
     def label(self) -> str:
         if self.kind == "folder":
-            return f"folder {self.folder}/"
+            return f"folder {printable(self.folder or '')}/"
         if self.kind == "document":
-            return f"document {self.doc_path}"
+            return f"document {printable(self.doc_path or '')}"
         return "whole library"
 
 
@@ -47,14 +48,14 @@ def scopes_for(folder: str, doc_path: str | None) -> list[Scope]:
 
 
 def hit_option(hit: Hit, terms: list[str]) -> Option:
-    snippet = Text(" ".join(hit.snippet.split()), style="")
+    snippet = Text(printable(" ".join(hit.snippet.split())), style="")
     snippet.highlight_words(
         [t for t in terms if len(t) > 1], "bold underline", case_sensitive=False
     )
     prompt = Text.assemble(
-        (hit.citation, "bold"),
+        (printable(hit.citation), "bold"),
         "\n",
-        (" › ".join(hit.title_path), "italic"),
+        (" › ".join(printable(t) for t in hit.title_path), "italic"),
         "\n",
         snippet,
     )
@@ -146,7 +147,7 @@ class SearchScreen(ModalScreen[Hit | None]):
                 limit=TUI_SEARCH_LIMIT,
             )
         except MarkindexError as exc:
-            self.notify(exc.message, title="search", severity="error")
+            self.notify(printable(exc.message), title="search", severity="error")
             return
         self._show(result)
         self.app.call_after_refresh(self._painted, t0)
@@ -177,7 +178,7 @@ class SearchScreen(ModalScreen[Hit | None]):
             elif r.mode == "substring":
                 text.append(" · substring matches", style="italic")
             elif r.notice and not r.hits:
-                text.append(f" · {r.notice}", style="italic")
+                text.append(f" · {printable(r.notice)}", style="italic")
         self.query_one("#search-info", Static).update(text)
 
     # ----- actions ------------------------------------------------------------------------------

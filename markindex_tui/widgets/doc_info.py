@@ -11,6 +11,7 @@ from rich.text import Text
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
+from markindex_core.text.safe import printable
 from markindex_tui.data import Preview
 
 MAX_LINKS = 5
@@ -18,7 +19,7 @@ MAX_VALUE_CHARS = 120
 
 
 def _value(v: Any) -> str:
-    s = v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)
+    s = printable(v) if isinstance(v, str) else json.dumps(v, ensure_ascii=False)
     return s if len(s) <= MAX_VALUE_CHARS else s[: MAX_VALUE_CHARS - 1] + "…"
 
 
@@ -28,39 +29,43 @@ def render_info(p: Preview) -> RenderableType:
     if ref.kind == "folder":
         return Text.assemble(
             ("folder ", "dim"),
-            (ref.path + "/" if ref.path else "(library)", "bold"),
+            (printable(ref.path) + "/" if ref.path else "(library)", "bold"),
             (f" · {p.documents:,} document" + ("" if p.documents == 1 else "s"), "dim"),
         )
     if ref.kind == "skipped":
         return Text.assemble(
-            ("skipped ", "dim"), (ref.path, "bold"), "\n", ("not indexed: ", "dim"), ref.reason
+            ("skipped ", "dim"),
+            (printable(ref.path), "bold"),
+            "\n",
+            ("not indexed: ", "dim"),
+            printable(ref.reason),
         )
     if ref.kind == "more":
         return Text("more entries: press enter", style="dim")
     if p.info is None:
-        return Text.assemble(("gone from the index: ", "dim"), ref.path)
+        return Text.assemble(("gone from the index: ", "dim"), printable(ref.path))
     doc = p.info.doc
     grid = Table.grid(padding=(0, 1))
     grid.add_column(style="dim", no_wrap=True)
     grid.add_column(overflow="fold")
     if ref.kind == "node":
         head = Text.assemble(
-            (p.title or "(untitled)", "bold"), (f"  L{ref.start}-{ref.end}", "dim")
+            (printable(p.title) or "(untitled)", "bold"), (f"  L{ref.start}-{ref.end}", "dim")
         )
         if p.cut:
             head.append(f"  showing L{p.start}-{p.start + len(p.lines) - 1}", style="italic")
         grid.add_row("§", head)
-    grid.add_row("path", Text(str(doc["path"]), style="bold"))
-    grid.add_row("title", Text(str(doc["title"])))
+    grid.add_row("path", Text(printable(str(doc["path"])), style="bold"))
+    grid.add_row("title", Text(printable(str(doc["title"]))))
     size = (
         f"{doc['tokens']:,} tokens · {doc['line_count']:,} lines · "
-        f"{doc['size'] / 1024:,.1f} KB · {doc['encoding']}"
+        f"{doc['size'] / 1024:,.1f} KB · {printable(str(doc['encoding']))}"
     )
     if ref.kind == "document" and p.cut:
         size += f" · showing L{p.start}-{p.start + len(p.lines) - 1}"
     grid.add_row("size", Text(size))
     for k, v in (doc["front_matter"] or {}).items():
-        grid.add_row(Text(str(k), style="italic"), _line(_value(v)))
+        grid.add_row(Text(printable(str(k)), style="italic"), _line(_value(v)))
     out = p.info.links_out
     if out:
         broken = sum(1 for link in out if link["broken"])
@@ -72,7 +77,7 @@ def render_info(p: Preview) -> RenderableType:
         sources = list(dict.fromkeys(_rel(str(link["source"]), ref.folder) for link in into))
         grid.add_row("linked", _line(f"{len(into)} in: " + ", ".join(sources[:MAX_LINKS])))
     for w in doc["warnings"]:
-        grid.add_row(Text("warning", style="bold"), Text(str(w)))
+        grid.add_row(Text("warning", style="bold"), Text(printable(str(w))))
     return grid
 
 
@@ -82,23 +87,23 @@ def _line(text: str) -> Text:
 
 
 def _rel(path: str, folder: str) -> str:
-    """Paths in the same folder as the document are shown by name."""
+    """Paths in the same folder as the document are shown by name (escaped for the terminal)."""
     prefix = folder + "/" if folder else ""
-    return path[len(prefix) :] if prefix and path.startswith(prefix) else path
+    return printable(path[len(prefix) :] if prefix and path.startswith(prefix) else path)
 
 
-class DocInfo(VerticalScroll, can_focus=False):
+class DocInfoPanel(VerticalScroll, can_focus=False):
     """Scrolls when the front matter is long; never taller than a third of the screen."""
 
     DEFAULT_CSS = """
-    DocInfo {
+    DocInfoPanel {
         height: auto;
         max-height: 35%;
         padding: 0 1;
         border-bottom: solid $primary-background;
         background: $surface;
     }
-    DocInfo > Static { width: 1fr; }
+    DocInfoPanel > Static { width: 1fr; }
     """
 
     def compose(self):  # type: ignore[no-untyped-def]

@@ -1,10 +1,19 @@
-"""The library tree: folders → documents → sections, loaded lazily in worker threads."""
+"""The library tree: folders → documents → sections, loaded lazily in worker threads.
+
+As in Textual's `DirectoryTree`, each node carries one record (`Entry`: its `Ref`, a `loaded`
+flag and what was read for it) and one loader worker takes nodes from a queue, so there are no
+maps beside the tree to keep in step with it. Unlike `DirectoryTree`'s, the loader ends when the
+queue is empty (the next request starts it again), so "every worker done" means "tree loaded".
+A rebuild after the index changed swaps in a fresh queue and cancels the old loader.
+"""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
-from typing import Any, ClassVar
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any, ClassVar, NamedTuple
 
 import apsw
 from rich.text import Text
@@ -12,14 +21,44 @@ from textual import on
 from textual.binding import Binding, BindingType
 from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
+from textual.worker import Worker
 
-from markindex_core.config import TUI_FOLDER_PAGE
 from markindex_core.errors import MarkindexError
 from markindex_core.library import Library
+from markindex_core.text.safe import printable
 from markindex_tui.data import DocListing, FolderListing, Ref, doc_listing, folder_listing
+from markindex_tui.settings import TUI_FOLDER_PAGE
 
 Key = tuple[str, str, str]
-Node = TreeNode[Ref]
+
+
+class Row(NamedTuple):
+    """One child line of a folder; its label is made only when its page is added."""
+
+    ref: Ref
+    size: int = 0  # folders: documents below; documents: tokens
+
+    def label(self) -> Text:
+        name = printable(self.ref.path.rpartition("/")[2])
+        if self.ref.kind == "folder":
+            return folder_label(name, self.size)
+        if self.ref.kind == "document":
+            return Text.assemble(name, (f" {_short(self.size)}", "dim"))
+        return Text.assemble(name, (" skipped", "dim italic"))
+
+
+@dataclass(eq=False)
+class Entry:
+    """What one tree node stands for and what was read for it (the node's `data`)."""
+
+    ref: Ref
+    loaded: bool = False  # children added (or queued to be)
+    listing: DocListing | None = None  # documents and their sections: the document's nodes
+    rows: list[Row] = field(default_factory=list)  # folders: every child line
+    shown: int = 0  # folders: child lines added so far (paging)
+
+
+Node = TreeNode[Entry]
 
 
 def _short(n: int) -> str:
@@ -30,27 +69,22 @@ def folder_label(name: str, docs: int) -> Text:
     return Text.assemble((name + "/", "bold"), (f" {docs}", "dim"))
 
 
-def doc_label(doc: dict[str, Any]) -> Text:
-    name = str(doc["path"]).rpartition("/")[2]
-    return Text.assemble(name, (f" {_short(int(doc['tokens']))}", "dim"))
-
-
 def node_label(n: dict[str, Any]) -> Text:
     """A section's title; merged headings (keyItems) follow it, chunks and prefaces are marked."""
-    title = str(n["title"])
+    title = printable(str(n["title"]))
     if n["kind"] == "chunk":
         text = Text.assemble((title or "chunk", "italic"), (" ≡ chunk", "dim"))
     elif n["kind"] == "preface" or not title:
         text = Text(f"({n['kind']})", style="italic")
     else:
         text = Text(title)
-    merged = [k for k in n["key_items"] if k != title]
+    merged = [printable(k) for k in n["key_items"] if printable(k) != title]
     if merged:
         text.append(" + " + " · ".join(merged), style="dim italic")
     return text
 
 
-class LibraryTree(Tree[Ref]):
+class LibraryTree(Tree[Entry]):
     """Folders, documents and sections of one library; children are fetched on first expand."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -61,154 +95,144 @@ class LibraryTree(Tree[Ref]):
     ]
 
     def __init__(self, lib: Library, **kwargs: Any) -> None:
-        super().__init__(lib.root.name, data=Ref("folder", ""), **kwargs)
+        super().__init__(Text(printable(lib.root.name)), data=Entry(Ref("folder", "")), **kwargs)
         self.lib = lib
         self.auto_expand = True
-        self._by_key: dict[Key, Node] = {}
-        self._loaded: set[Key] = set()
-        self._pending: dict[Key, asyncio.Future[None]] = {}
-        self._docs: dict[str, DocListing] = {}
-        self._folders: dict[str, FolderListing] = {}
-        self._shown: dict[str, int] = {}  # folder -> entries shown (paging)
-        self._entries: dict[str, list[tuple[Text, Ref, bool]]] = {}
-        self._epoch = 0  # bumped by reload(): loads started before it are dropped
+        self._queue: asyncio.Queue[Node] = asyncio.Queue()
+        self._loader: Worker[None] | None = None  # runs while the queue has work
 
     def on_resize(self) -> None:
         # Deep section trees must stay readable in an 80-column terminal.
         self.guide_depth = 2 if self.size.width < 48 else 3
 
     def on_mount(self) -> None:
-        self._by_key[self.root.data.key] = self.root  # type: ignore[union-attr]
         self.root.expand()
 
     # ----- loading ------------------------------------------------------------------------------
     @on(Tree.NodeExpanded)
-    def _on_expanded(self, event: Tree.NodeExpanded[Ref]) -> None:
+    def _on_expanded(self, event: Tree.NodeExpanded[Entry]) -> None:
         event.stop()
-        node = event.node
-        ref = node.data
-        if ref is None or ref.key in self._loaded:
-            return
-        if ref.kind == "node":
-            self._fill_section(node)
-        else:
-            self.run_worker(self.ensure_loaded(node), group="tree-load", exit_on_error=False)
+        self._request(event.node)
 
     @on(Tree.NodeSelected)
-    def _on_selected(self, event: Tree.NodeSelected[Ref]) -> None:
-        ref = event.node.data
-        if ref is not None and ref.kind == "more":
+    def _on_selected(self, event: Tree.NodeSelected[Entry]) -> None:
+        entry = event.node.data
+        if entry is not None and entry.ref.kind == "more":
             event.stop()
             self._next_page(event.node)
 
+    def _request(self, node: Node) -> None:
+        """Add `node`'s children: sections at once, folders and documents via the loader."""
+        entry = node.data
+        if entry is None or entry.loaded:
+            return
+        if entry.ref.kind == "node":
+            self._fill_section(node)
+        elif entry.ref.kind in ("folder", "document"):
+            entry.loaded = True
+            self._queue.put_nowait(node)
+            if self._loader is None:
+                # A function, not a coroutine: a loader cancelled before it starts leaves none.
+                drain = partial(self._drain, self._queue)
+                self._loader = self.run_worker(drain, group="tree-load", exit_on_error=False)
+
     async def ensure_loaded(self, node: Node) -> None:
-        """Fetch a folder's or document's children in a thread, once; concurrent callers wait."""
-        ref = node.data
-        if ref is None or ref.key in self._loaded:
-            return
-        if ref.key in self._pending:
-            await self._pending[ref.key]
-            return
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._pending[ref.key] = future
-        epoch = self._epoch
+        """Load `node`'s children if not yet done, and wait until the queue is worked off."""
+        self._request(node)
+        await self._queue.join()
+
+    async def _drain(self, queue: asyncio.Queue[Node]) -> None:
+        """The loader: one node at a time, each read in a thread; ends when the queue is empty."""
+        try:
+            while not queue.empty():
+                node = queue.get_nowait()
+                try:
+                    await self._load(node)
+                finally:
+                    queue.task_done()
+        finally:
+            if queue is self._queue:
+                self._loader = None
+
+    async def _load(self, node: Node) -> None:
+        entry = node.data
+        assert entry is not None
         placeholder = node.add_leaf(Text("loading…", style="dim italic"))
         try:
-            if ref.kind == "folder":
-                listing = await asyncio.to_thread(folder_listing, self.lib, ref.path)
-                if epoch == self._epoch:  # else a reload rebuilt the tree meanwhile
-                    self._folders[ref.path] = listing
-                    self._fill_folder(node, listing)
-            elif ref.kind == "document":
-                doc = await asyncio.to_thread(doc_listing, self.lib, ref.path)
-                if epoch == self._epoch and doc is not None:
-                    self._docs[ref.path] = doc
-                    self._fill_document(node, doc)
-            if epoch == self._epoch:
-                self._loaded.add(ref.key)
+            if entry.ref.kind == "folder":
+                listing = await asyncio.to_thread(folder_listing, self.lib, entry.ref.path)
+                self._fill_folder(node, listing)
+            else:
+                doc = await asyncio.to_thread(doc_listing, self.lib, entry.ref.path)
+                if doc is not None:
+                    entry.listing = doc
+                    self._fill_children(node, doc, None)
         except (MarkindexError, apsw.Error) as exc:
-            self.notify(str(exc), title="cannot read the index", severity="error")
+            entry.loaded = False  # the next expand tries again
+            self.notify(printable(str(exc)), title="cannot read the index", severity="error")
         finally:
             placeholder.remove()
-            if self._pending.get(ref.key) is future:
-                del self._pending[ref.key]
-            future.set_result(None)
 
-    def _add(self, parent: Node, label: Text, ref: Ref, expandable: bool) -> Node:
-        node = parent.add(label, data=ref, allow_expand=expandable)
-        self._by_key[ref.key] = node
-        return node
+    def _restart_loader(self) -> None:
+        """Drop loads queued for a tree that is being rebuilt; their waiters are released."""
+        old, self._queue = self._queue, asyncio.Queue()
+        if self._loader is not None:
+            self._loader.cancel()
+            self._loader = None
+        while not old.empty():
+            old.get_nowait()
+            old.task_done()
+
+    def _add(self, parent: Node, label: Text, ref: Ref, listing: DocListing | None = None) -> Node:
+        expandable = ref.kind in ("folder", "document") or (
+            listing is not None and listing.has_children(ref.node_id)
+        )
+        return parent.add(label, data=Entry(ref, listing=listing), allow_expand=expandable)
 
     def _fill_folder(self, node: Node, listing: FolderListing, upto: int = 0) -> None:
-        entries = self._folder_entries(listing)
-        shown = min(len(entries), max(upto, TUI_FOLDER_PAGE))
-        for label, ref, expandable in entries[:shown]:
-            self._add(node, label, ref, expandable)
-        self._shown[listing.folder] = shown
-        self._add_more(node, listing.folder, shown, len(entries))
-        if not entries and node.is_root:
+        entry = node.data
+        assert entry is not None
+        entry.rows = folder_rows(listing)
+        entry.shown = 0
+        self._add_page(node, max(upto, TUI_FOLDER_PAGE))
+        if not entry.rows and node.is_root:
             node.add_leaf(Text("no documents", style="dim italic"))
 
-    def _folder_entries(self, listing: FolderListing) -> list[tuple[Text, Ref, bool]]:
-        cached = self._entries.get(listing.folder)
-        if cached is None:
-            cached = self._entries[listing.folder] = self._make_entries(listing)
-        return cached
+    def _add_page(self, node: Node, count: int) -> Node | None:
+        """Add the folder's next `count` rows and a "… N more" line when some are left."""
+        entry = node.data
+        assert entry is not None
+        end = min(len(entry.rows), entry.shown + count)
+        added = [self._add(node, row.label(), row.ref) for row in entry.rows[entry.shown : end]]
+        entry.shown = end
+        left = len(entry.rows) - end
+        if left:
+            label = Text(f"… {left} more (enter)", style="dim italic")
+            self._add(node, label, Ref("more", entry.ref.path))
+        return added[0] if added else None
 
-    def _make_entries(self, listing: FolderListing) -> list[tuple[Text, Ref, bool]]:
-        base = listing.folder + "/" if listing.folder else ""
-        out: list[tuple[Text, Ref, bool]] = [
-            (folder_label(name, n), Ref("folder", base + name), True)
-            for name, n, _tokens in listing.subfolders
-        ]
-        out += [(doc_label(d), Ref("document", d["path"]), True) for d in listing.docs]
-        out += [
-            (
-                Text.assemble(path.rpartition("/")[2], (" skipped", "dim italic")),
-                Ref("skipped", path, reason=reason),
-                False,
-            )
-            for path, reason in listing.skipped
-        ]
-        return out
-
-    def _add_more(self, node: Node, folder: str, shown: int, total: int) -> None:
-        if shown < total:
-            label = Text(f"… {total - shown} more (enter)", style="dim italic")
-            self._add(node, label, Ref("more", folder, offset=shown), False)
-
-    def _next_page(self, more: Node) -> None:
-        ref, parent = more.data, more.parent
-        if ref is None or parent is None or ref.path not in self._folders:
-            return
-        entries = self._folder_entries(self._folders[ref.path])
+    def _next_page(self, more: Node) -> Node | None:
+        parent = more.parent
+        if parent is None or parent.data is None:
+            return None
         more.remove()
-        self._by_key.pop(ref.key, None)
-        end = min(len(entries), ref.offset + TUI_FOLDER_PAGE)
-        first: Node | None = None
-        for label, child, expandable in entries[ref.offset : end]:
-            added = self._add(parent, label, child, expandable)
-            first = first or added
-        self._shown[ref.path] = end
-        self._add_more(parent, ref.path, end, len(entries))
+        first = self._add_page(parent, TUI_FOLDER_PAGE)
         if first is not None:
             self.focus_node(first)
-
-    def _fill_document(self, node: Node, doc: DocListing) -> None:
-        self._fill_children(node, doc, None)
+        return first
 
     def _fill_children(self, node: Node, doc: DocListing, parent_id: str | None) -> None:
-        kids = {n["parent_id"] for n in doc.nodes}
+        path = doc.doc["path"]
         for n in doc.children(parent_id):
-            ref = Ref("node", doc.doc["path"], n["node_id"], n["start_line"], n["subtree_end"])
-            self._add(node, node_label(n), ref, n["node_id"] in kids)
+            ref = Ref("node", path, n["node_id"], n["start_line"], n["subtree_end"])
+            self._add(node, node_label(n), ref, doc)
 
     def _fill_section(self, node: Node) -> None:
-        ref = node.data
-        if ref is None or ref.path not in self._docs:
+        entry = node.data
+        if entry is None or entry.listing is None or entry.loaded:
             return
-        self._fill_children(node, self._docs[ref.path], ref.node_id)
-        self._loaded.add(ref.key)
+        self._fill_children(node, entry.listing, entry.ref.node_id)
+        entry.loaded = True
 
     # ----- navigation ---------------------------------------------------------------------------
     def focus_node(self, node: Node) -> None:
@@ -218,56 +242,54 @@ class LibraryTree(Tree[Ref]):
         self.scroll_to_node(node, animate=False)
 
     def node_for(self, key: Key) -> Node | None:
-        return self._by_key.get(key)
+        return next((n for n in self.walk() if _key(n) == key), None)
 
     async def reveal(self, doc_path: str, node_id: str | None = None) -> Node | None:
         """Open the folders, document and sections down to one node and put the cursor on it."""
-        parts = doc_path.split("/")
-        chain: list[Key] = [("folder", "", "")]
-        chain += [("folder", "/".join(parts[:i]), "") for i in range(1, len(parts))]
-        chain.append(("document", doc_path, ""))
-        target: Node | None = None
-        for key in chain:
-            node = await self._find(key)
-            if node is None:
+        for _ in range(3):  # the index changed and the tree was rebuilt meanwhile: start again
+            root = self.root
+            target = await self._open_down(_chain(doc_path), node_id)
+            if root is self.root:
+                if target is not None:
+                    self.focus_node(target)
                 return target
+        return None
+
+    async def _open_down(self, chain: list[Key], node_id: str | None) -> Node | None:
+        """Expand and load along `chain` (folders, then the document), then down to `node_id`."""
+        node, target = self.root, None
+        for key in chain:
             node.expand()
             await self.ensure_loaded(node)
-            target = node
-        if node_id and doc_path in self._docs:
-            by_id = {n["node_id"]: n for n in self._docs[doc_path].nodes}
-            ids: list[str] = []
-            cur: str | None = node_id
-            while cur is not None and cur in by_id:
-                ids.append(cur)
-                cur = by_id[cur]["parent_id"]
-            for i, nid in enumerate(reversed(ids)):
-                node = self._by_key.get(("node", doc_path, nid))
-                if node is None:
-                    break
-                target = node
-                if i < len(ids) - 1:
-                    node.expand()
-                    self._fill_section_once(node)
-        if target is not None:
-            self.focus_node(target)
+            child = self._child(node, key)
+            if child is None:
+                return target
+            node = target = child
+        node.expand()
+        await self.ensure_loaded(node)
+        listing = node.data.listing if node.data is not None else None
+        if not node_id or listing is None:
+            return target
+        ids = listing.ancestry(node_id)
+        for i, nid in enumerate(ids):
+            child = self._child(node, ("node", listing.doc["path"], nid))
+            if child is None:
+                break
+            node = target = child
+            if i < len(ids) - 1:
+                node.expand()
+                self._fill_section(node)
         return target
 
-    def _fill_section_once(self, node: Node) -> None:
-        if node.data is not None and node.data.key not in self._loaded:
-            self._fill_section(node)
-
-    async def _find(self, key: Key) -> Node | None:
-        """The node for `key`, loading further pages of its folder when paging hides it."""
-        node = self._by_key.get(key)
-        while node is None:
-            folder = key[1].rpartition("/")[0] if key[1] else None
-            more = self._by_key.get(("more", folder or "", ""))
-            if folder is None or more is None:
-                return None
-            self._next_page(more)
-            node = self._by_key.get(key)
-        return node
+    def _child(self, node: Node, key: Key) -> Node | None:
+        """`node`'s child for `key`, adding further pages of a folder when paging hides it."""
+        while True:
+            found = next((c for c in node.children if _key(c) == key), None)
+            more = node.children[-1] if node.children else None
+            if found is not None or more is None or _key(more)[0] != "more":
+                return found
+            more.remove()
+            self._add_page(node, TUI_FOLDER_PAGE)
 
     def action_expand_node(self) -> None:
         node = self.cursor_node
@@ -293,47 +315,51 @@ class LibraryTree(Tree[Ref]):
 
     async def reload(self) -> None:
         """Re-read every open folder and document and rebuild, keeping expansion and cursor."""
-        expanded = [n.data.key for n in self.walk() if n.is_expanded and n.data is not None]
-        cursor = self.cursor_node.data if self.cursor_node is not None else None
-        shown = dict(self._shown)
-        folders = [k[1] for k in expanded if k[0] == "folder"]
-        docs = [k[1] for k in expanded if k[0] == "document"]
+        opened = {_key(n): n.data for n in self.walk() if n.is_expanded and n.data is not None}
+        shown = {k[1]: e.shown for k, e in opened.items() if k[0] == "folder"}
+        cursor = self.selected_ref()
+        folders = [k[1] for k in opened if k[0] == "folder"]
+        docs = [k[1] for k in opened if k[0] == "document"]
 
         def fetch() -> tuple[dict[str, FolderListing], dict[str, DocListing]]:
             fl = {f: folder_listing(self.lib, f) for f in folders}
             dl = {d: listing for d in docs if (listing := doc_listing(self.lib, d)) is not None}
             return fl, dl
 
-        self._epoch += 1
-        epoch = self._epoch
-        fl, dl = await asyncio.to_thread(fetch)
-        if epoch != self._epoch:
-            return  # a newer reload is under way
+        fl, dl = await asyncio.to_thread(fetch)  # a newer reload cancels this one meanwhile
+        self._restart_loader()
         self.clear()
-        self._entries.clear()
-        self._pending.clear()
-        self._by_key = {self.root.data.key: self.root}  # type: ignore[union-attr]
-        self._loaded.clear()
-        self._folders, self._docs = fl, dl
-        open_keys = set(expanded)
+        self.root.data = Entry(Ref("folder", ""))
         todo = [self.root]
         while todo:
             node = todo.pop()
-            ref = node.data
-            if ref is None or ref.key not in open_keys:
-                continue
-            if ref.kind == "folder" and ref.path in fl:
-                self._fill_folder(node, fl[ref.path], shown.get(ref.path, 0))
-            elif ref.kind == "document" and ref.path in dl:
-                self._fill_document(node, dl[ref.path])
-            elif ref.kind == "node" and ref.path in dl:
-                self._fill_section(node)
-            else:
-                continue
-            self._loaded.add(ref.key)
-            node.expand()
-            todo.extend(node.children)
+            if _key(node) in opened and self._refill(node, fl, dl, shown):
+                node.expand()
+                todo.extend(node.children)
         self._restore_cursor(cursor)
+
+    def _refill(
+        self,
+        node: Node,
+        fl: dict[str, FolderListing],
+        dl: dict[str, DocListing],
+        shown: dict[str, int],
+    ) -> bool:
+        """Add an open node's children again from fresh listings; False when it is gone."""
+        entry = node.data
+        assert entry is not None
+        ref = entry.ref
+        if ref.kind == "folder" and ref.path in fl:
+            self._fill_folder(node, fl[ref.path], shown.get(ref.path, 0))
+        elif ref.kind == "document" and ref.path in dl:
+            entry.listing = dl[ref.path]
+            self._fill_children(node, entry.listing, None)
+        elif ref.kind == "node" and ref.path in dl:
+            self._fill_section(node)
+        else:
+            return False
+        entry.loaded = True
+        return True
 
     def _restore_cursor(self, ref: Ref | None) -> None:
         """Back on the same entry, or on the closest one still there (its document or folder)."""
@@ -348,11 +374,34 @@ class LibraryTree(Tree[Ref]):
             if not path:
                 break
             path = path.rpartition("/")[0]
+        by_key = {_key(n): n for n in self.walk()}
         for key in candidates:
-            if (node := self._by_key.get(key)) is not None:
+            if (node := by_key.get(key)) is not None:
                 self.focus_node(node)
                 return
 
     def selected_ref(self) -> Ref | None:
         node = self.cursor_node
-        return node.data if node is not None else None
+        return node.data.ref if node is not None and node.data is not None else None
+
+
+def _key(node: Node) -> Key:
+    """The node's `Ref.key`; plain lines ("loading…", "no documents") have an empty one."""
+    return node.data.ref.key if node.data is not None else ("", "", "")
+
+
+def _chain(doc_path: str) -> list[Key]:
+    """The keys below the root down to a document: its folders, then the document."""
+    parts = doc_path.split("/")
+    chain: list[Key] = [("folder", "/".join(parts[:i]), "") for i in range(1, len(parts))]
+    chain.append(("document", doc_path, ""))
+    return chain
+
+
+def folder_rows(listing: FolderListing) -> list[Row]:
+    """A folder's child lines: sub-folders, documents, then files the indexer skipped."""
+    base = listing.folder + "/" if listing.folder else ""
+    out = [Row(Ref("folder", base + name), n) for name, n, _tokens in listing.subfolders]
+    out += [Row(Ref("document", d["path"]), int(d["tokens"])) for d in listing.docs]
+    out += [Row(Ref("skipped", path, reason=reason)) for path, reason in listing.skipped]
+    return out

@@ -9,7 +9,14 @@ from textual.message import Message
 from textual.widgets import TextArea
 from textual.widgets.text_area import Selection
 
+from markindex_core.text.safe import printable
 from markindex_tui.data import Preview
+
+
+def shown_line(line: str) -> str:
+    """A document line as the terminal may show it: tabs stay, other control characters are
+    escaped (an ESC in a file must not clear the screen or write the clipboard)."""
+    return "\t".join(printable(part) for part in line.split("\t"))
 
 
 class LinesView(TextArea):
@@ -57,7 +64,8 @@ class LinesView(TextArea):
         p = self.shown
         if p is None or start != p.start + len(p.lines) or not lines:
             return None
-        self.insert("\n" + "\n".join(lines), self.document.end, maintain_selection_offset=True)
+        text = "\n".join(shown_line(line) for line in lines)
+        self.insert("\n" + text, self.document.end, maintain_selection_offset=True)
         self.shown = replace(p, lines=p.lines + lines)
         self._asked = False
         self._scrolled(self.scroll_y)
@@ -70,14 +78,15 @@ class LinesView(TextArea):
         scroll = self.scroll_offset
         self.shown = p
         self._asked = False
-        self.load_text("\n".join(p.lines))
+        rows = [shown_line(line) for line in p.lines]
+        self.load_text("\n".join(rows))
         self.show_line_numbers = bool(p.lines)
         self.line_number_start = p.start
         if focus is not None and p.lines:
             last_row = len(p.lines) - 1
             r0 = min(max(focus[0] - p.start, 0), last_row)
             r1 = min(max(focus[1] - p.start, r0), last_row)
-            self.selection = Selection((r1, len(p.lines[r1])), (r0, 0))
+            self.selection = Selection((r1, len(rows[r1])), (r0, 0))
             self.call_after_refresh(self._scroll_to_row, r0)
         elif keep_scroll:
             self.call_after_refresh(self.scroll_to, scroll.x, scroll.y, animate=False)
@@ -87,9 +96,3 @@ class LinesView(TextArea):
     def _scroll_to_row(self, row: int) -> None:
         y = self.wrapped_document.location_to_offset((row, 0)).y
         self.scroll_to(y=max(0, y - 2), animate=False)
-
-    def shown_range(self) -> tuple[int, int] | None:
-        """First and last line on screen in this view (real line numbers)."""
-        if self.shown is None or not self.shown.lines:
-            return None
-        return self.shown.start, self.shown.start + len(self.shown.lines) - 1

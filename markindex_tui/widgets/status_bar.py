@@ -10,7 +10,7 @@ from textual.widgets import Static
 from markindex_tui.data import Status, age
 
 
-def render_status(name: str, s: Status, now: float, watching: str, note: str = "") -> Text:
+def render_status(name: str, s: Status, now: float, watching: str) -> Text:
     text = Text.assemble((f" {name} ", "bold"), f"· {s.documents:,} documents")
     if s.skipped:
         text.append(f" · {s.skipped} skipped")
@@ -24,8 +24,6 @@ def render_status(name: str, s: Status, now: float, watching: str, note: str = "
         text.append(" · being indexed", style="bold")
     else:
         text.append(" · no daemon", style="dim")
-    if note:
-        text.append(f" · {note}", style="italic")
     return text
 
 
@@ -46,18 +44,11 @@ class StatusBar(Static):
         self.clock = clock
         self.status: Status | None = None
         self.watching = ""
-        self.note = ""
 
-    def set_status(
-        self, status: Status | None = None, *, watching: str | None = None, note: str | None = None
-    ) -> None:
+    def set_status(self, status: Status | None = None, *, watching: str | None = None) -> None:
         if status is not None:
             self.status = status
         if watching is not None:
             self.watching = watching
-        if note is not None:
-            self.note = note
         if self.status is not None:
-            self.update(
-                render_status(self.lib_name, self.status, self.clock(), self.watching, self.note)
-            )
+            self.update(render_status(self.lib_name, self.status, self.clock(), self.watching))

@@ -16,10 +16,10 @@ from markindex_tui.screens.browse import BrowseScreen
 from markindex_tui.screens.build import BuildScreen
 from markindex_tui.screens.help import HelpScreen
 from markindex_tui.screens.search import SearchScreen
+from markindex_tui.testing import SIZE, make_app, settle, wait_until
 from markindex_tui.widgets.library_tree import LibraryTree
 from markindex_tui.widgets.lines_view import LinesView
 from markindex_tui.widgets.status_bar import StatusBar
-from tests.tui.conftest import SIZE, make_app, settle, wait_until
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -50,7 +50,7 @@ async def test_open_expand_folder_and_document_and_see_section_lines(
         await pilot.press("down", "down", "right")  # Installing Widget Server, expanded
         await settle(pilot)
         section = tree.cursor_node
-        assert section is not None and section.label.plain == "Installing Widget Server"
+        assert section is not None and str(section.label) == "Installing Widget Server"
         kids = labels(section)
         assert kids[0] == "Requirements"
         assert kids[1].startswith("Installation + ")  # merged headings (keyItems) are shown
@@ -100,13 +100,13 @@ async def test_search_english_and_jump_to_the_passage(sample_app: MarkindexApp) 
         assert isinstance(app.screen, BrowseScreen)
         tree = tree_of(app)
         assert tree.cursor_node is not None and tree.cursor_node.data is not None
-        assert tree.cursor_node.data.key == ("node", hit.doc_path, hit.node_id)
+        assert tree.cursor_node.data.ref.key == ("node", hit.doc_path, hit.node_id)
         lines = app.screen.query_one(LinesView)
         sel = lines.selection
         first = lines.line_number_start + min(sel.start[0], sel.end[0])
         last = lines.line_number_start + max(sel.start[0], sel.end[0])
         assert (first, last) == (hit.passage_start, hit.passage_end)
-        assert app.screen.citation() == hit.citation  # type: ignore[attr-defined]
+        assert app.screen.citation() == hit.citation
 
 
 async def test_search_chinese_opens_the_law(sample_app: MarkindexApp) -> None:
@@ -123,7 +123,7 @@ async def test_search_chinese_opens_the_law(sample_app: MarkindexApp) -> None:
         await settle(pilot)
         tree = tree_of(app)
         assert tree.cursor_node is not None and tree.cursor_node.data is not None
-        assert tree.cursor_node.data.path == "laws/数据安全管理办法.md"
+        assert tree.cursor_node.data.ref.path == "laws/数据安全管理办法.md"
         assert "核心数据" in app.screen.query_one(LinesView).selected_text
 
 
@@ -196,7 +196,7 @@ async def test_refresh_after_another_process_indexes(indexed_sample: Library) ->
         )  # a section of install.md
         await settle(pilot)
         tree = tree_of(app)
-        before = tree.cursor_node.data if tree.cursor_node else None
+        before = tree.selected_ref()
         assert before is not None and before.kind == "node"
         (root / "guides" / "faq.md").write_text("# FAQ\n\nQuestions.\n", encoding="utf-8")
         subprocess.run(
@@ -213,7 +213,7 @@ async def test_refresh_after_another_process_indexes(indexed_sample: Library) ->
             ),
         )
         await settle(pilot)
-        assert tree.cursor_node is not None and tree.cursor_node.data == before
+        assert tree.cursor_node is not None and tree.selected_ref() == before
         status = app.screen.query_one(StatusBar).status
         assert status is not None and status.documents == 5
 
@@ -335,4 +335,4 @@ async def test_big_folders_are_paged(tmp_path: Path, monkeypatch: pytest.MonkeyP
         await pilot.press("slash", *"zebra4", "enter")  # the hit is on a page not shown yet
         await settle(pilot)
         assert tree.cursor_node is not None and tree.cursor_node.data is not None
-        assert tree.cursor_node.data.path == "d4.md"
+        assert tree.cursor_node.data.ref.path == "d4.md"

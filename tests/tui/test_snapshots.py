@@ -12,7 +12,7 @@ from typing import Any
 from textual.pilot import Pilot
 
 from markindex_core.library import Library
-from tests.tui.conftest import make_app, settle
+from markindex_tui.testing import make_app, settle
 
 
 def test_browse_section(snap_compare: Any, indexed_sample: Library) -> None:

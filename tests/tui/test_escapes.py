@@ -1,0 +1,116 @@
+"""Document text never reaches the terminal raw: control characters are shown as escapes."""
+
+from __future__ import annotations
+
+import io
+import re
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+from textual.widgets import OptionList, Static
+
+from markindex_core.library import Library
+from markindex_tui.app import MarkindexApp
+from markindex_tui.screens.search import SearchScreen
+from markindex_tui.testing import make_app, settle
+from markindex_tui.widgets.doc_info import DocInfoPanel
+from markindex_tui.widgets.library_tree import LibraryTree
+from markindex_tui.widgets.lines_view import LinesView
+from markindex_tui.widgets.status_bar import StatusBar
+
+pytestmark = pytest.mark.timeout(60)
+
+OSC52 = "\x1b]52;c;ZWNobyBwd25lZA==\x07"  # write the clipboard
+TITLE = "\x1b]0;pwned\x07"  # set the window title
+CLEAR = "\x1b[2J"  # clear the screen
+CONTROL = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f]")  # all but newline
+FOLDER = "dir" + TITLE
+DOC = "esc" + CLEAR + ".md"
+BODY = (
+    "---\n"
+    'title: "fm \\e]52;c;ZWNobyBwd25lZA==\\a end"\n'
+    '"key\\e[2J": "value \\e]0;pwned\\a"\n'
+    "---\n"
+    f"# Head {TITLE} line\n\n"
+    f"zqosc {OSC52} end \x07 bell {CLEAR} clear \x9b31m c1\n\n"
+    f"## Second {CLEAR}\n\nlink [x](other{CLEAR}.md) text\n"
+)
+
+
+@pytest.fixture
+def hostile(tmp_path: Path) -> Path:
+    root = tmp_path / "lib"
+    (root / FOLDER).mkdir(parents=True)
+    (root / FOLDER / DOC).write_text(BODY, encoding="utf-8")
+    (root / f"plain{OSC52}.md").write_text(f"# Plain {OSC52}\n\nzqosc text\n", encoding="utf-8")
+    Library(root).index()
+    return root
+
+
+def plain(renderable: object) -> str:
+    """What a terminal would get for a widget's content (rendered by Rich, no colours)."""
+    console = Console(width=120, file=io.StringIO(), color_system=None)
+    with console.capture() as capture:
+        console.print(renderable)
+    return capture.get()
+
+
+def raw_controls(texts: list[str]) -> list[str]:
+    return [t for t in texts if CONTROL.search(t)]
+
+
+def shown(app: MarkindexApp) -> list[str]:
+    """The text of every widget that shows document text, as the app renders it."""
+    screen = app.screen
+    out = [app.export_screenshot()]
+    for tree in screen.query(LibraryTree):
+        out += [str(n.label) for n in tree.walk()]
+    for panel in screen.query(DocInfoPanel):
+        out.append(plain(panel.query_one(Static).content))
+    for lines in screen.query(LinesView):
+        out.append(lines.text)
+    for status in screen.query(StatusBar):
+        out.append(str(status.render()))
+    for results in screen.query(OptionList):
+        out += [str(results.get_option_at_index(i).prompt) for i in range(results.option_count)]
+    return out
+
+
+async def test_control_characters_are_escaped_everywhere(hostile: Path) -> None:
+    app = make_app(hostile)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        tree = app.screen.query_one(LibraryTree)
+        doc_node = await tree.reveal(f"{FOLDER}/{DOC}")
+        await settle(pilot)
+        assert doc_node is not None
+        seen = shown(app)  # the document: tree, metadata with front matter, all its lines
+        assert "zqosc" in app.screen.query_one(LinesView).text
+        for node in list(doc_node.children):
+            tree.focus_node(node)
+            await settle(pilot)
+            seen += shown(app)
+        await pilot.press("slash", *"zqosc")
+        await settle(pilot)
+        assert isinstance(app.screen, SearchScreen)
+        assert app.screen.result is not None and len(app.screen.result.hits) == 2
+        seen += shown(app)
+        await pilot.press("enter")
+        await settle(pilot)
+        seen += shown(app)
+    assert raw_controls(seen) == []
+    everything = "\n".join(seen)
+    for visible in ("\\x1b]52;c;ZWNobyBwd25lZA==\\x07", "\\x1b]0;pwned\\x07", "\\x1b[2J"):
+        assert visible in everything
+    assert "\\x9b31m" in everything  # a C1 CSI
+    assert "key\\x1b[2J value \\x1b]0;pwned\\x07" in everything  # front matter key and value
+    assert "other\\x1b[2J.md" in everything  # a link target
+    svg = seen[0]
+    assert "\\x1b]0;pwned" in svg  # the folder name, in the tree
+
+
+def test_preview_lines_keep_tabs_and_escape_the_rest() -> None:
+    from markindex_tui.widgets.lines_view import shown_line
+
+    assert shown_line("\tcode\x1b[2J\x07 中文") == "\tcode\\x1b[2J\\x07 中文"
