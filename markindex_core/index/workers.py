@@ -13,16 +13,20 @@ or is abandoned (the consumer stops iterating), every worker is stopped and reap
 from __future__ import annotations
 
 import ctypes
+import errno
 import multiprocessing
 import os
+import pickle
 import signal
+import socket
 import stat
+import struct
 import sys
 import time
 from collections import deque
 from collections.abc import Iterator
-from dataclasses import dataclass
-from multiprocessing.connection import Connection, wait
+from dataclasses import dataclass, field
+from multiprocessing.connection import wait
 from multiprocessing.process import BaseProcess
 from typing import Literal
 
@@ -35,6 +39,7 @@ StartMethod = Literal["fork", "forkserver", "spawn"]
 
 _OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 _PR_SET_PDEATHSIG = 1
+_HEADER = struct.Struct("!Q")  # each message: its length, then a pickle
 
 
 class Unreadable(Exception):
@@ -70,7 +75,7 @@ def read_regular(path: str) -> tuple[bytes, os.stat_result]:
     try:
         fd = os.open(path, _OPEN_FLAGS)
     except OSError as exc:
-        if exc.errno == getattr(os, "ELOOP", -1):
+        if exc.errno == errno.ELOOP:
             raise Unreadable("is a symbolic link (links are never followed)") from None
         raise
     try:
@@ -131,27 +136,71 @@ def _worker_init() -> None:
         os._exit(1)
 
 
-def _serve(conn: Connection) -> None:
-    """Worker main loop: one job in, one result out, until the parent closes the pipe."""
+def _send(sock: socket.socket, obj: object) -> None:
+    data = pickle.dumps(obj, pickle.HIGHEST_PROTOCOL)
+    sock.sendall(_HEADER.pack(len(data)) + data)
+
+
+def _recv_exactly(sock: socket.socket, n: int) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            raise EOFError
+        buf += chunk
+    return bytes(buf)
+
+
+def _serve(sock: socket.socket) -> None:
+    """Worker main loop: one job in, one result out, until the parent closes its end."""
     _worker_init()
     segment.warm()
     while True:
         try:
-            job = conn.recv()
+            (size,) = _HEADER.unpack(_recv_exactly(sock, _HEADER.size))
+            job = pickle.loads(_recv_exactly(sock, size))
         except (EOFError, OSError):
             break
         if job is None:
             break
-        conn.send(load(job))
-    conn.close()
+        try:
+            _send(sock, load(job))
+        except OSError:  # the parent gave up on this worker
+            break
+    sock.close()
 
 
 @dataclass
 class _Worker:
+    """One worker process; the parent reads its answer without ever blocking on a half message
+    (a worker stopped or stuck in the middle of sending must not stall the run)."""
+
     process: BaseProcess
-    conn: Connection
+    sock: socket.socket
     job: Job | None = None
     deadline: float = 0.0
+    inbox: bytearray = field(default_factory=bytearray)
+
+    def read_available(self) -> Result | None:
+        """Take what has arrived; the result once whole. EOFError when the worker is gone."""
+        while True:
+            try:
+                chunk = self.sock.recv(1 << 20, socket.MSG_DONTWAIT)
+            except (BlockingIOError, InterruptedError):
+                break
+            except OSError as exc:
+                raise EOFError from exc
+            if not chunk:
+                raise EOFError
+            self.inbox += chunk
+        if len(self.inbox) < _HEADER.size:
+            return None
+        (size,) = _HEADER.unpack_from(self.inbox)
+        if len(self.inbox) < _HEADER.size + size:
+            return None
+        result: Result = pickle.loads(memoryview(self.inbox)[_HEADER.size : _HEADER.size + size])
+        del self.inbox[: _HEADER.size + size]
+        return result
 
 
 class WorkerPool:
@@ -170,10 +219,12 @@ class WorkerPool:
             self.workers.append(self._spawn())
 
     def _spawn(self) -> _Worker:
-        parent, child = self.ctx.Pipe()
-        process = self.ctx.Process(target=_serve, args=(child,), daemon=True)  # type: ignore[attr-defined]
-        process.start()
-        child.close()
+        parent, child = socket.socketpair()
+        try:
+            process = self.ctx.Process(target=_serve, args=(child,), daemon=True)  # type: ignore[attr-defined]
+            process.start()
+        finally:
+            child.close()
         return _Worker(process, parent)
 
     def results(self, jobs: list[Job]) -> Iterator[Result]:
@@ -195,7 +246,7 @@ class WorkerPool:
                 worker = self.workers[i] = self._spawn()
             job = pending.popleft()
             try:
-                worker.conn.send(job)
+                _send(worker.sock, job)
             except OSError:  # it died while idle: a fresh worker takes the job next round
                 pending.appendleft(job)
                 self._kill(worker)
@@ -208,16 +259,16 @@ class WorkerPool:
         if not busy:
             return
         wait_s = max(0.0, min(w.deadline for w in busy) - time.monotonic())
-        ready = wait([w.conn for w in busy], timeout=wait_s)
+        ready = wait([w.sock for w in busy], timeout=wait_s)
         for i, worker in enumerate(self.workers):
             job = worker.job
             if job is None:
                 continue
-            if worker.conn in ready:
+            if worker.sock in ready:
                 result = self._receive(i, pending)
                 if result is not None:
                     yield result
-            elif time.monotonic() >= worker.deadline:
+            if worker.job is job and time.monotonic() >= worker.deadline:
                 self._replace(i)
                 yield SkippedFile(job.rel, f"timed out: not parsed within {self.timeout_s:g} s")
 
@@ -226,8 +277,8 @@ class WorkerPool:
         job = worker.job
         assert job is not None
         try:
-            result: Result = worker.conn.recv()
-        except (EOFError, OSError):  # the worker died: out of memory, or killed
+            result = worker.read_available()
+        except EOFError:  # the worker died: out of memory, or killed
             self._replace(i)
             tries = self.tries.get(job.rel, 0) + 1
             self.tries[job.rel] = tries
@@ -235,7 +286,9 @@ class WorkerPool:
                 pending.appendleft(job)
                 return None
             return SkippedFile(job.rel, "the parse worker died twice on it (out of memory?)")
-        worker.job = None
+        if result is not None:
+            worker.job = None
+            worker.inbox.clear()
         return result
 
     def _replace(self, i: int) -> None:
@@ -244,7 +297,7 @@ class WorkerPool:
 
     def _kill(self, worker: _Worker) -> None:
         worker.job = None
-        worker.conn.close()
+        worker.sock.close()
         if worker.process.is_alive():
             worker.process.kill()
         worker.process.join(WORKER_STOP_GRACE_S)
@@ -254,7 +307,7 @@ class WorkerPool:
         for worker in self.workers:
             if worker.job is None:
                 try:
-                    worker.conn.send(None)
+                    _send(worker.sock, None)
                 except OSError:
                     pass
         deadline = time.monotonic() + WORKER_STOP_GRACE_S
