@@ -18,6 +18,7 @@ changing its size or mtime.
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import posixpath
 import time
@@ -353,6 +354,8 @@ class Indexer:
         jobs = sorted(jobs, key=lambda j: -sizes[j.rel])
         if self.start_method == "fork":
             segment.warm()  # forked workers share the loaded segmenters
+        elif self.start_method == "forkserver":  # a server started now imports the parser once
+            multiprocessing.set_forkserver_preload(["markindex_core.index.workers"])
         pool = WorkerPool(self.workers, self.start_method, self.parse_timeout)
         try:
             pool.start()

@@ -28,6 +28,7 @@ from hypothesis import strategies as st
 from markindex_core.index.indexer import Indexer, open_for_writing
 from markindex_core.index.scan import _spec
 from markindex_core.store.db import Store
+from tests.daemon.helpers import find, running_daemon, wait_for
 
 from .helpers import REPO_ROOT, build
 
@@ -145,6 +146,22 @@ def test_path_scoped_runs_skip_bad_names_too(tmp_path: Path) -> None:
         lock.release()
 
 
+def test_the_daemon_skips_a_bad_name_and_keeps_indexing(tmp_path: Path) -> None:
+    lib = tmp_path / "lib"
+    _library(lib, 2)
+    db = tmp_path / "idx" / "index.db"
+    with running_daemon(lib, db) as daemon:
+        with open(os.fsencode(lib) + b"/bad\xff\xfename.md", "wb") as fh:
+            fh.write(b"# b\n\nzqbad\n")
+        (lib / "tab\tname.md").write_text("# t\n\nzqbad\n", encoding="utf-8")
+        (lib / "later.md").write_text("# Later\n\nzqlater\n", encoding="utf-8")
+        wait_for(lambda: find(db, lib, "zqlater") == {"later.md"}, timeout=30)
+        (lib / "later.md").write_text("# Later\n\nzqedited\n", encoding="utf-8")
+        wait_for(lambda: find(db, lib, "zqedited") == {"later.md"}, timeout=30)
+        assert find(db, lib, "zqbad") == set()
+        assert not daemon.status().get("errors"), daemon.log
+
+
 # ----- swapped files, stuck and killed workers (issue 10 item 2) ----------------------------------
 _SWAP_SCRIPT = """
     import json, os, sys
@@ -165,7 +182,7 @@ _SWAP_SCRIPT = """
             os.symlink("/dev/zero", lib / "zz-zero.md")
 
     store, lock = open_for_writing(db)
-    report = Indexer(lib, store, workers=workers, start_method="fork").run(swap)
+    report = Indexer(lib, store, workers=workers).run(swap)
     print(json.dumps(report.to_json()))
 """
 
@@ -204,13 +221,17 @@ def _children(pid: int) -> list[int]:
     return found
 
 
+def _state(pid: int) -> str:
+    """The process state letter (R running, S sleeping, Z zombie, …), or "" when it is gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return ""
+
+
 def _running(pid: int) -> bool:
     """Alive and not a zombie."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return False
-    return fields[0] != "Z"
+    return _state(pid) not in ("", "Z")
 
 
 def _cmdline(pid: int) -> str:
@@ -305,9 +326,9 @@ def test_a_killed_parse_worker_does_not_stop_markindex_index(tmp_path: Path) -> 
     end = time.monotonic() + 60
     try:
         while killed is None and proc.poll() is None and time.monotonic() < end:
-            workers = _workers_of(proc.pid)
-            if workers:
-                killed = min(workers)
+            busy = [w for w in _workers_of(proc.pid) if _state(w) == "R"]  # parsing, not idle
+            if busy:
+                killed = busy[0]
                 os.kill(killed, signal.SIGKILL)
             time.sleep(0.005)
         out, err = proc.communicate(timeout=120)
