@@ -4,9 +4,10 @@ Reading trusts nothing about the file: it may have been swapped for a FIFO, a de
 since the scan, so it is opened without following links and without blocking, checked to be a
 regular file on the opened descriptor, and read up to the size limit only.
 
-Each worker parses one document at a time. A document gets a deadline; a worker that misses it is
-killed and the document is skipped as timed out. A worker that dies (the OOM killer, a signal) is
-replaced and its document is tried once more in the fresh worker, then skipped. When the run ends
+Each worker parses one document at a time, with the next one or two queued. The document being
+parsed gets a deadline; a worker that misses it is killed, the document is skipped as timed out
+and the queued ones go to a fresh worker. A worker that dies (the OOM killer, a signal) is
+replaced and the document it was parsing is tried once more, then skipped. When the run ends
 or is abandoned (the consumer stops iterating), every worker is stopped and reaped.
 """
 
@@ -30,7 +31,7 @@ from multiprocessing.connection import wait
 from multiprocessing.process import BaseProcess
 from typing import Literal
 
-from markindex_core.config import MAX_FILE_BYTES, WORKER_STOP_GRACE_S, TreeParams
+from markindex_core.config import MAX_FILE_BYTES, WORKER_DEPTH, WORKER_STOP_GRACE_S, TreeParams
 from markindex_core.index.document import build_document
 from markindex_core.model import ParsedDocument, SkippedFile
 from markindex_core.text import segment
@@ -172,17 +173,20 @@ def _serve(sock: socket.socket) -> None:
 
 @dataclass
 class _Worker:
-    """One worker process; the parent reads its answer without ever blocking on a half message
-    (a worker stopped or stuck in the middle of sending must not stall the run)."""
+    """One worker process and the documents handed to it, oldest first (the one it is parsing).
+
+    The parent reads answers without ever blocking on a half message: a worker stopped or stuck
+    in the middle of sending must not stall the run.
+    """
 
     process: BaseProcess
     sock: socket.socket
-    job: Job | None = None
-    deadline: float = 0.0
+    jobs: deque[Job] = field(default_factory=deque)
+    deadline: float = 0.0  # for the oldest job
     inbox: bytearray = field(default_factory=bytearray)
 
-    def read_available(self) -> Result | None:
-        """Take what has arrived; the result once whole. EOFError when the worker is gone."""
+    def read_available(self) -> list[Result]:
+        """The results that have arrived whole. EOFError when the worker is gone."""
         while True:
             try:
                 chunk = self.sock.recv(1 << 20, socket.MSG_DONTWAIT)
@@ -193,23 +197,28 @@ class _Worker:
             if not chunk:
                 raise EOFError
             self.inbox += chunk
-        if len(self.inbox) < _HEADER.size:
-            return None
-        (size,) = _HEADER.unpack_from(self.inbox)
-        if len(self.inbox) < _HEADER.size + size:
-            return None
-        result: Result = pickle.loads(memoryview(self.inbox)[_HEADER.size : _HEADER.size + size])
-        del self.inbox[: _HEADER.size + size]
-        return result
+        results: list[Result] = []
+        while len(self.inbox) >= _HEADER.size:
+            (size,) = _HEADER.unpack_from(self.inbox)
+            end = _HEADER.size + size
+            if len(self.inbox) < end:
+                break
+            results.append(pickle.loads(memoryview(self.inbox)[_HEADER.size : end]))
+            del self.inbox[:end]
+        return results
 
 
 class WorkerPool:
-    """Up to `size` parse workers, each with one document in flight and a deadline for it."""
+    """Up to `size` parse workers. Each holds `depth` documents, so it parses the next one while
+    the indexer writes; the document it is parsing has a deadline."""
 
-    def __init__(self, size: int, start_method: StartMethod, timeout_s: float) -> None:
+    def __init__(
+        self, size: int, start_method: StartMethod, timeout_s: float, depth: int = WORKER_DEPTH
+    ) -> None:
         self.size = size
         self.ctx = multiprocessing.get_context(start_method)
         self.timeout_s = timeout_s
+        self.depth = depth
         self.workers: list[_Worker] = []
         self.tries: dict[str, int] = {}
 
@@ -231,72 +240,74 @@ class WorkerPool:
         """Every job's result, in completion order; stops all workers however the loop ends."""
         pending = deque(jobs)
         try:
-            while pending or any(w.job for w in self.workers):
+            while pending or any(w.jobs for w in self.workers):
                 self._assign(pending)
                 yield from self._collect(pending)
         finally:
             self.stop()
 
     def _assign(self, pending: deque[Job]) -> None:
-        for i, worker in enumerate(self.workers):
-            if worker.job is not None or not pending:
-                continue
-            if not worker.process.is_alive():
-                self._kill(worker)
-                worker = self.workers[i] = self._spawn()
-            job = pending.popleft()
-            try:
-                _send(worker.sock, job)
-            except OSError:  # it died while idle: a fresh worker takes the job next round
-                pending.appendleft(job)
-                self._kill(worker)
-                self.workers[i] = self._spawn()
-                continue
-            worker.job, worker.deadline = job, time.monotonic() + self.timeout_s
+        for i in range(len(self.workers)):
+            while pending and len(self.workers[i].jobs) < self.depth:
+                worker = self.workers[i]
+                job = pending.popleft()
+                try:
+                    _send(worker.sock, job)
+                except OSError:  # it died: its jobs go back, a fresh worker takes them
+                    pending.appendleft(job)
+                    self._replace(i, pending)
+                    continue
+                if not worker.jobs:
+                    worker.deadline = time.monotonic() + self.timeout_s
+                worker.jobs.append(job)
 
     def _collect(self, pending: deque[Job]) -> Iterator[Result]:
-        busy = [w for w in self.workers if w.job is not None]
+        busy = [w for w in self.workers if w.jobs]
         if not busy:
             return
         wait_s = max(0.0, min(w.deadline for w in busy) - time.monotonic())
         ready = wait([w.sock for w in busy], timeout=wait_s)
         for i, worker in enumerate(self.workers):
-            job = worker.job
-            if job is None:
-                continue
             if worker.sock in ready:
-                result = self._receive(i, pending)
-                if result is not None:
-                    yield result
-            if worker.job is job and time.monotonic() >= worker.deadline:
-                self._replace(i)
+                yield from self._receive(i, pending)
+            worker = self.workers[i]
+            if worker.jobs and time.monotonic() >= worker.deadline:
+                job = worker.jobs.popleft()
+                self._replace(i, pending)
                 yield SkippedFile(job.rel, f"timed out: not parsed within {self.timeout_s:g} s")
 
-    def _receive(self, i: int, pending: deque[Job]) -> Result | None:
+    def _receive(self, i: int, pending: deque[Job]) -> Iterator[Result]:
         worker = self.workers[i]
-        job = worker.job
-        assert job is not None
         try:
-            result = worker.read_available()
+            results = worker.read_available()
         except EOFError:  # the worker died: out of memory, or killed
-            self._replace(i)
-            tries = self.tries.get(job.rel, 0) + 1
-            self.tries[job.rel] = tries
+            results, died = [], True
+        else:
+            died = False
+        for result in results:
+            worker.jobs.popleft()
+            worker.deadline = time.monotonic() + self.timeout_s
+            yield result
+        if died and worker.jobs:
+            job = worker.jobs.popleft()
+            self._replace(i, pending)
+            tries = self.tries[job.rel] = self.tries.get(job.rel, 0) + 1
             if tries < 2:
                 pending.appendleft(job)
-                return None
-            return SkippedFile(job.rel, "the parse worker died twice on it (out of memory?)")
-        if result is not None:
-            worker.job = None
-            worker.inbox.clear()
-        return result
+            else:
+                yield SkippedFile(job.rel, "the parse worker died twice on it (out of memory?)")
+        elif died:
+            self._replace(i, pending)
 
-    def _replace(self, i: int) -> None:
-        self._kill(self.workers[i])
+    def _replace(self, i: int, pending: deque[Job]) -> None:
+        """Kill worker i (its queued jobs go back to `pending`) and start a fresh one."""
+        worker = self.workers[i]
+        pending.extendleft(reversed(worker.jobs))
+        self._kill(worker)
         self.workers[i] = self._spawn()
 
     def _kill(self, worker: _Worker) -> None:
-        worker.job = None
+        worker.jobs.clear()
         worker.sock.close()
         if worker.process.is_alive():
             worker.process.kill()
@@ -305,14 +316,14 @@ class WorkerPool:
     def stop(self) -> None:
         """Ask idle workers to exit, kill busy ones, and reap them all: nothing is left behind."""
         for worker in self.workers:
-            if worker.job is None:
+            if not worker.jobs:
                 try:
                     _send(worker.sock, None)
                 except OSError:
                     pass
         deadline = time.monotonic() + WORKER_STOP_GRACE_S
         for worker in self.workers:
-            if worker.job is None:
+            if not worker.jobs:
                 worker.process.join(max(0.0, deadline - time.monotonic()))
             self._kill(worker)
             try:
