@@ -28,6 +28,12 @@ LINE_BLOCK_SIZE = 64  # original lines are stored in blocks of this many lines
 BATCH_DOCS = 48  # whole documents per transaction on a full build …
 BATCH_BYTES = 8_000_000  # … or this many bytes of Markdown, whichever comes first
 PARALLEL_MIN_BYTES = 2_000_000  # below this, parse in-process (fork costs more than it saves)
+PARSE_TIMEOUT_S = 120.0  # a parse worker that has not finished a document by then is killed …
+#                        … and the document skipped as timed out (64 MB of Markdown parses in ~30 s)
+WORKER_DEPTH = (
+    2  # documents handed to a parse worker at once: it parses on while results are written
+)
+WORKER_STOP_GRACE_S = 2.0  # idle parse workers get this long to exit before they are killed
 FTS_OPTIMIZE_AFTER_WRITES = 8  # merge FTS segments after this many small writes (or docs/50)
 
 # Search field weights: title, keyItems, summary, body.

@@ -2,17 +2,25 @@
 
 Each document is written whole inside a transaction (a batch of whole documents on a full build), so
 a crash at any moment leaves an index that opens, and the next run completes the work.
+
+Who owns what: an `Indexer` and its `Store` belong to the one thread that calls `run` (the CLI's
+main thread, the daemon's writer thread, a terminal app worker); nothing here starts threads.
+Parsing runs in child processes owned by one `WorkerPool` per run (see workers.py), all stopped
+and reaped before `run` returns or raises. How they start is the caller's explicit choice,
+`start_method`: "forkserver" (the default) is safe in any process; "fork" starts faster but is
+safe only in a process that runs no other threads, because a forked child can inherit a lock
+that another thread held.
+
+Files are never trusted to stay what the scan saw: see workers.read_regular. A skipped file is
+tried again on every run, since what made it unreadable (permissions) can change without
+changing its size or mtime.
 """
 
 from __future__ import annotations
 
-import ctypes
 import multiprocessing
 import os
 import posixpath
-import signal
-import sys
-import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -24,14 +32,32 @@ from markindex_core.config import (
     FORMAT_VERSION,
     FTS_OPTIMIZE_AFTER_WRITES,
     GROUP_MAX_TOKENS,
-    MAX_FILE_BYTES,
+    MARKDOWN_SUFFIXES,
     PARALLEL_MIN_BYTES,
+    PARSE_TIMEOUT_S,
     PASSAGE_MAX_TOKENS,
     PASSAGE_MIN_TOKENS,
     TreeParams,
 )
-from markindex_core.index.document import build_document, content_hash
-from markindex_core.index.scan import FileStat, IgnoreRules, scan
+from markindex_core.index.document import content_hash
+from markindex_core.index.scan import (
+    FileStat,
+    IgnoreRules,
+    PathRules,
+    display_path,
+    path_problem,
+    scan,
+)
+from markindex_core.index.workers import (
+    Job,
+    Result,
+    StartMethod,
+    Unreadable,
+    Vanished,
+    WorkerPool,
+    load,
+    read_regular,
+)
 from markindex_core.model import ParsedDocument, SkippedFile
 from markindex_core.store.db import DocState, Store
 from markindex_core.store.lock import WriterLock
@@ -79,43 +105,6 @@ def fingerprint(params: TreeParams) -> str:
     )
 
 
-@dataclass(frozen=True)
-class _Job:
-    root: str
-    rel: str
-    params: TreeParams
-
-
-@dataclass(frozen=True)
-class _Vanished:
-    rel: str
-    reason: str
-
-
-def _load(job: _Job) -> ParsedDocument | SkippedFile | _Vanished:
-    """Worker: read, hash, parse one file. Never raises: problems become skip reasons."""
-    path = os.path.join(job.root, job.rel)
-    try:
-        with open(path, "rb") as fh:
-            st = os.fstat(fh.fileno())
-            if st.st_size > MAX_FILE_BYTES:
-                return SkippedFile(
-                    job.rel,
-                    f"file too large ({st.st_size / 1e6:.1f} MB > {MAX_FILE_BYTES / 1e6:.0f} MB)",
-                )
-            data = fh.read()
-    except FileNotFoundError:
-        return _Vanished(job.rel, "vanished while indexing")
-    except OSError as exc:
-        return SkippedFile(job.rel, f"cannot read: {exc.strerror or exc}")
-    try:
-        return build_document(job.rel, data, st.st_mtime_ns, job.params)
-    except RecursionError:
-        return SkippedFile(job.rel, "structure nested too deeply to parse")
-    except Exception as exc:  # one bad file must never stop a run
-        return SkippedFile(job.rel, f"failed to parse: {type(exc).__name__}: {exc}")
-
-
 class Indexer:
     """Brings one library's index in line with its folder. Holds the writer lock while it works."""
 
@@ -127,6 +116,8 @@ class Indexer:
         ignore: list[str] | None = None,
         setext: bool | None = None,
         workers: int | None = None,
+        start_method: StartMethod = "forkserver",
+        parse_timeout: float = PARSE_TIMEOUT_S,
     ) -> None:
         self.root = root
         self.store = store
@@ -134,9 +125,8 @@ class Indexer:
         stored = store.get_meta("setext")
         self.params = TreeParams(setext=setext if setext is not None else stored != "0")
         self.workers = workers if workers is not None else min(2, os.cpu_count() or 1)
-        # Forking a process that runs other threads (the daemon, the terminal app) can hand a
-        # worker a lock some thread held: such processes start workers from a fork server.
-        self.start_method = "fork" if threading.active_count() == 1 else "forkserver"
+        self.start_method: StartMethod = start_method  # see the module docstring
+        self.parse_timeout = parse_timeout
         self.rules = IgnoreRules(root, self.ignore)
 
     def reload_rules(self) -> None:
@@ -160,32 +150,31 @@ class Indexer:
             self.store.set_meta({"fingerprint": fp, "setext": str(int(self.params.setext))})
         states = self.store.doc_states()
         skipped = self.store.skipped_states()
+        named: dict[str, str] = {}  # display path -> reason, for names that are never indexed
         if paths is None:
             disk = scan(self.root, self.rules)
             report.errors.extend(disk.errors)
-            files = disk.files
+            files, named = disk.files, dict(disk.skipped)
             in_scope = set(states) | set(skipped)
         else:
-            files, in_scope = self._scope(paths, states, skipped, report)
-        removed = sorted(p for p in in_scope if p not in files)
+            files, in_scope = self._scope(paths, states, skipped, report, named)
+        removed = sorted(p for p in in_scope if p not in files and p not in named)
         if removed:
             self.store.delete_documents(removed)
             report.removed = [p for p in removed if p in states]
+        self._skip_names(named, skipped, report)
         todo: list[str] = []
         for rel, st in sorted(files.items()):
             old = states.get(rel)
             if old is not None and old.hash and old.size == st.size and old.mtime_ns == st.mtime_ns:
                 report.unchanged += 1
                 continue
-            prev_skip = skipped.get(rel)
-            if old is None and prev_skip and prev_skip[:2] == (st.size, st.mtime_ns):
-                report.skipped.append((rel, prev_skip[2]))
-                continue
+            # A skipped file is always tried again: chmod changes neither its size nor its mtime.
             if old is not None and old.hash and self._same_content(rel, old):
                 report.unchanged += 1
                 continue
             todo.append(rel)
-        self._build(todo, files, states, report, progress, rebuilt)
+        self._build(todo, files, states, report, progress, rebuilt, skipped)
         report.seconds = time.perf_counter() - t0
         self.store.set_meta(
             {
@@ -195,15 +184,23 @@ class Indexer:
         )
         return report
 
+    def _skip_names(
+        self, named: dict[str, str], skipped: dict[str, tuple[int, int, str]], report: IndexReport
+    ) -> None:
+        """Files whose names can't be stored or served: reported (and listed) on every run."""
+        for path, reason in sorted(named.items()):
+            report.skipped.append((path, reason))
+            if path not in skipped or skipped[path][2] != reason:
+                self.store.record_skipped(path, reason, 0, 0)
+
     def _same_content(self, rel: str, old: DocState) -> bool:
         try:
-            with open(self.root / rel, "rb") as fh:
-                st = os.fstat(fh.fileno())
-                if st.st_size != old.size or st.st_size > MAX_FILE_BYTES:
-                    return False
-                same = content_hash(fh.read()) == old.hash
-        except OSError:
+            data, st = read_regular(os.path.join(self.root, rel))
+        except (OSError, Unreadable):
             return False
+        if st.st_size != old.size:
+            return False
+        same = content_hash(data) == old.hash
         if same:
             self.store.touch(rel, st.st_size, st.st_mtime_ns)
         return same
@@ -214,7 +211,9 @@ class Indexer:
         states: dict[str, DocState],
         skipped: dict[str, tuple[int, int, str]],
         report: IndexReport,
+        named: dict[str, str],
     ) -> tuple[dict[str, FileStat], set[str]]:
+        """The files under `paths` and the known paths they cover; bad names go to `named`."""
         files: dict[str, FileStat] = {}
         in_scope: set[str] = set()
         known = set(states) | set(skipped)
@@ -222,28 +221,43 @@ class Indexer:
         if "" in wanted:  # the root itself: reconcile everything
             disk = scan(self.root, self.rules)
             report.errors.extend(disk.errors)
+            named.update(disk.skipped)
             return disk.files, known
         for rel in sorted(r for r in wanted if r is not None):
-            prefix = rel + "/"
-            in_scope.update(p for p in known if p == rel or p.startswith(prefix))
-            full = self.root / rel
-            if self.rules.excluded_by_path(rel) and not full.is_dir():
-                continue
+            shown = display_path(rel)
+            in_scope.update(p for p in known if _covers(rel, p) or _covers(shown, p))
             try:
-                if any((self.root / a).is_symlink() for a in _ancestors(rel)):
-                    continue  # symlinks are never followed, wherever they are on the path
-                if full.is_dir():
-                    if self.rules.excluded_by_path(rel + "/x.md"):
-                        continue
-                    sub = scan(full, _Subrules(self.rules, rel))
-                    report.errors.extend((f"{rel}/{p}", e) for p, e in sub.errors)
-                    files.update({f"{rel}/{p}": s for p, s in sub.files.items()})
-                elif full.is_file() and full.name.lower().endswith((".md", ".markdown")):
-                    st = full.stat()
-                    files[rel] = FileStat(st.st_size, st.st_mtime_ns)
+                self._scope_one(rel, files, report, named)
             except OSError as exc:
-                report.errors.append((rel, exc.strerror or str(exc)))
+                report.errors.append((shown, exc.strerror or str(exc)))
         return files, in_scope
+
+    def _scope_one(
+        self, rel: str, files: dict[str, FileStat], report: IndexReport, named: dict[str, str]
+    ) -> None:
+        full = self.root / rel
+        if self.rules.excluded_by_path(rel) and not full.is_dir():
+            return
+        if any((self.root / a).is_symlink() for a in _ancestors(rel)):
+            return  # symlinks are never followed, wherever they are on the path
+        if full.is_dir():
+            if self.rules.excluded_by_path(rel + "/x.md"):
+                return
+            problem = path_problem(rel)
+            if problem:
+                named[display_path(rel)] = problem
+                return
+            sub = scan(full, _Subrules(self.rules, rel))
+            report.errors.extend((f"{display_path(rel)}/{p}", e) for p, e in sub.errors)
+            named.update({f"{display_path(rel)}/{p}": r for p, r in sub.skipped.items()})
+            files.update({f"{rel}/{p}": s for p, s in sub.files.items()})
+        elif full.is_file() and full.name.lower().endswith(MARKDOWN_SUFFIXES):
+            problem = path_problem(rel)
+            if problem:
+                named[display_path(rel)] = problem
+                return
+            st = full.stat(follow_symlinks=False)
+            files[rel] = FileStat(st.st_size, st.st_mtime_ns)
 
     def _library_relative(self, path: str) -> str | None:
         """A posix path relative to the root ('' = the root), or None if it is outside."""
@@ -268,10 +282,11 @@ class Indexer:
         report: IndexReport,
         progress: Progress | None,
         rebuilt: set[str],
+        skipped: dict[str, tuple[int, int, str]],
     ) -> None:
         if not todo:
             return
-        jobs = [_Job(str(self.root), rel, self.params) for rel in todo]
+        jobs = [Job(str(self.root), rel, self.params) for rel in todo]
         batch: list[ParsedDocument] = []
         batch_bytes = 0
         limit = BATCH_DOCS if len(todo) > BATCH_DOCS else 1
@@ -284,13 +299,14 @@ class Indexer:
 
         sizes = {rel: files[rel].size for rel in todo}
         for done, result in enumerate(self._results(jobs, sizes), start=1):
-            if isinstance(result, _Vanished):
+            if isinstance(result, Vanished):
                 self.store.delete_documents([result.rel])  # also forgets a recorded skip
                 if result.rel in states:
                     report.removed.append(result.rel)
             elif isinstance(result, SkippedFile):
                 st = files[result.path]
-                self.store.record_skipped(result.path, result.reason, st.size, st.mtime_ns)
+                if skipped.get(result.path) != (st.size, st.mtime_ns, result.reason):
+                    self.store.record_skipped(result.path, result.reason, st.size, st.mtime_ns)
                 report.skipped.append((result.path, result.reason))
                 if result.path in states:
                     report.removed.append(result.path)
@@ -329,53 +345,42 @@ class Indexer:
             self.store.set_meta({"fts_pending_writes": str(pending)})
         return ran
 
-    def _results(
-        self, jobs: list[_Job], sizes: dict[str, int]
-    ) -> Iterator[ParsedDocument | SkippedFile | _Vanished]:
+    def _results(self, jobs: list[Job], sizes: dict[str, int]) -> Iterator[Result]:
         if self.workers <= 1 or sum(sizes.values()) < PARALLEL_MIN_BYTES or len(jobs) < 4:
             for job in jobs:
-                yield _load(job)
+                yield load(job)
             return
         # Largest first (sizes from the scan), so one big file does not finish last on its own.
         jobs = sorted(jobs, key=lambda j: -sizes[j.rel])
         if self.start_method == "fork":
-            segment.warm()
-        ctx = multiprocessing.get_context(self.start_method)
+            segment.warm()  # forked workers share the loaded segmenters
+        elif self.start_method == "forkserver":  # a server started now imports the parser once
+            multiprocessing.set_forkserver_preload(["markindex_core.index.workers"])
+        pool = WorkerPool(self.workers, self.start_method, self.parse_timeout)
         try:
-            pool = ctx.Pool(self.workers, initializer=_worker_init)
+            pool.start()
         except (OSError, ValueError):  # no usable stdio for a fork server (e.g. inside a TUI)
+            pool.stop()
             for job in jobs:
-                yield _load(job)
+                yield load(job)
             return
-        with pool:
-            yield from pool.imap_unordered(_load, jobs, chunksize=2)
+        yield from pool.results(jobs)
 
 
-def _worker_init() -> None:
-    """Parse workers die with their parent and leave Ctrl-C to it (no orphans, no tracebacks)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    if sys.platform.startswith("linux"):
-        try:
-            libc = ctypes.CDLL(None, use_errno=True)
-            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-        except (OSError, AttributeError):
-            pass
-    if os.getppid() == 1:  # the parent died before prctl took effect
-        os._exit(1)
-
-
-_PR_SET_PDEATHSIG = 1
-
-
-class _Subrules(IgnoreRules):
+class _Subrules:
     """Ignore rules of the library, applied to a scan rooted at a sub-folder."""
 
-    def __init__(self, base: IgnoreRules, prefix: str) -> None:
+    def __init__(self, base: PathRules, prefix: str) -> None:
         self.base = base
         self.prefix = prefix
 
     def ignored(self, rel: str, is_dir: bool = False) -> bool:
         return self.base.ignored(f"{self.prefix}/{rel}", is_dir)
+
+
+def _covers(rel: str, path: str) -> bool:
+    """True when `path` is `rel` or lies inside it."""
+    return path == rel or path.startswith(rel + "/")
 
 
 def _ancestors(rel: str) -> list[str]:

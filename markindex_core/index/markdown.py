@@ -10,6 +10,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from markdown_it import MarkdownIt
+from markdown_it.token import Token
 from mdit_py_plugins.front_matter import front_matter_plugin
 
 from markindex_core.config import MARKDOWN_SUFFIXES, MAX_TITLE_CHARS, SETEXT_WARN_CHARS
@@ -77,20 +78,9 @@ def parse_markdown(text: str, doc_path: str, *, setext: bool = True) -> ParsedMa
             if problem:
                 warnings.append(f"front matter: {problem}")
         elif tok.type == "heading_open" and tok.level == 0:
-            title = _clean_title(tokens[i + 1].content)
-            start, end = tok.map
-            if tok.markup == "-" and (end - start > 2 or len(title) > SETEXT_WARN_CHARS):
-                warnings.append(
-                    f"line {start + 1}: setext h2 spans {end - start - 1} lines / {len(title)} chars"
-                    " (a converter page break?); consider --no-setext"
-                )
-            headings.append(Heading(int(tok.tag[1]), title, start, end))
+            headings.append(_heading(tok, tokens[i + 1].content, warnings))
         elif tok.type == "inline" and "](" in tok.content:
-            for m in _INLINE_LINK.finditer(tok.content):
-                line = tok.map[0] + tok.content.count("\n", 0, m.start()) + 1
-                link = _resolve(m.group(1), doc_dir, line)
-                if link:
-                    links.append(link)
+            links.extend(_inline_links(tok, doc_dir))
     for ref in env.get("references", {}).values():
         ref_map = ref.get("map")
         link = _resolve(str(ref.get("href", "")), doc_dir, ref_map[0] + 1 if ref_map else 0)
@@ -98,6 +88,30 @@ def parse_markdown(text: str, doc_path: str, *, setext: bool = True) -> ParsedMa
             links.append(link)
     links.sort(key=lambda ln: (ln.line, ln.target))
     return ParsedMarkdown(headings, block_starts, front_matter, fm_end, links, warnings)
+
+
+def _heading(tok: Token, raw_title: str, warnings: list[str]) -> Heading:
+    """A heading from its opening token; warns about a setext heading that looks accidental."""
+    title = _clean_title(raw_title)
+    assert tok.map is not None
+    start, end = tok.map
+    if tok.markup == "-" and (end - start > 2 or len(title) > SETEXT_WARN_CHARS):
+        warnings.append(
+            f"line {start + 1}: setext h2 spans {end - start - 1} lines / {len(title)} chars"
+            " (a converter page break?); consider --no-setext"
+        )
+    return Heading(int(tok.tag[1]), title, start, end)
+
+
+def _inline_links(tok: Token, doc_dir: str) -> list[Link]:
+    assert tok.map is not None
+    links: list[Link] = []
+    for m in _INLINE_LINK.finditer(tok.content):
+        line = tok.map[0] + tok.content.count("\n", 0, m.start()) + 1
+        link = _resolve(m.group(1), doc_dir, line)
+        if link:
+            links.append(link)
+    return links
 
 
 def _clean_title(raw: str) -> str:
@@ -110,6 +124,10 @@ def _load_front_matter(raw: str) -> tuple[dict[str, Any] | None, str]:
 
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
+        # An alias shares one node many times over; a few hundred bytes of nested aliases
+        # expand into billions of values (a "billion laughs" bomb), so none are accepted.
+        if "*" in raw and any(isinstance(e, yaml.AliasEvent) for e in yaml.parse(raw, loader)):
+            return None, "YAML aliases (*name) are not supported: front matter ignored"
         data = yaml.load(raw, Loader=loader)
     except yaml.YAMLError as exc:
         return None, f"invalid YAML ({str(exc).splitlines()[0]})"

@@ -1,16 +1,24 @@
 """Find a library's Markdown files: .gitignore at every level, .markindexignore, --ignore.
 
 Dot-directories and dot-files are skipped, symlinks are never followed, and ignore rules only
-ever add exclusions.
+ever add exclusions. A name that is not valid UTF-8 or holds control characters is skipped with
+a reason: it could not be stored, printed or asked for by an agent.
+
+Gitignore patterns are matched in linear time: pathspec translates each `*` to `[^/]*`, and
+Python's backtracking regex engine takes exponential time on a pattern like `*a*a*a…*b` against
+a long name that does not match, so the translation is rewritten (see `_linear_regex`).
 """
 
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+from typing import Protocol
 
 import pathspec
+from pathspec.patterns.gitignore.spec import GitIgnoreSpecPattern
 
 from markindex_core.config import IGNORE_FILE_NAME, MARKDOWN_SUFFIXES
 from markindex_core.errors import InvalidArgument
@@ -26,6 +34,45 @@ class FileStat:
 class ScanResult:
     files: dict[str, FileStat]  # library-relative posix path -> stat
     errors: list[tuple[str, str]] = field(default_factory=list)  # (path, reason)
+    skipped: dict[str, str] = field(default_factory=dict)  # display path -> reason (bad names)
+
+
+class PathRules(Protocol):
+    """Anything that can say whether a path is excluded (IgnoreRules, or a view of them)."""
+
+    def ignored(self, rel: str, is_dir: bool = False) -> bool: ...
+
+
+_CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def name_problem(name: str) -> str | None:
+    """Why a file or folder name can't be indexed, or None when it is fine."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return "file name is not valid UTF-8: rename it"
+    if _CONTROL_CHARS.search(name):
+        return "file name contains control characters (newline, tab, escape…): rename it"
+    if "\\" in name:
+        return "file name contains a backslash (library paths use '/'): rename it"
+    return None
+
+
+def path_problem(rel: str) -> str | None:
+    """`name_problem` of the first part of a library-relative path that has one."""
+    for part in rel.split("/"):
+        problem = name_problem(part)
+        if problem:
+            return problem
+    return None
+
+
+def display_path(rel: str) -> str:
+    """A printable, storable form of a path whose name may be bad: undecodable bytes and control
+    characters become backslash escapes (b'bad\\xff.md' -> 'bad\\\\xff.md')."""
+    text = rel.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    return _CONTROL_CHARS.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
 def normalize_ignore_pattern(pattern: str, root: Path | None = None) -> str:
@@ -83,7 +130,7 @@ class IgnoreRules:
         except OSError:
             pass
         lines += [normalize_ignore_pattern(p, root) for p in extra_patterns or []]
-        self.root_spec = pathspec.GitIgnoreSpec.from_lines(lines) if lines else None
+        self.root_spec = _spec(lines) if lines else None
         self._gitignores: dict[str, pathspec.GitIgnoreSpec | None] = {}
 
     def _gitignore(self, rel_dir: str) -> pathspec.GitIgnoreSpec | None:
@@ -91,7 +138,7 @@ class IgnoreRules:
             path = self.root / rel_dir / ".gitignore" if rel_dir else self.root / ".gitignore"
             try:
                 text = path.read_text(encoding="utf-8", errors="replace")
-                self._gitignores[rel_dir] = pathspec.GitIgnoreSpec.from_lines(text.splitlines())
+                self._gitignores[rel_dir] = _spec(text.splitlines())
             except OSError:
                 self._gitignores[rel_dir] = None
         return self._gitignores[rel_dir]
@@ -128,7 +175,7 @@ def is_markdown(name: str) -> bool:
     return name.lower().endswith(MARKDOWN_SUFFIXES) and not name.startswith(".")
 
 
-def scan(root: Path, rules: IgnoreRules) -> ScanResult:
+def scan(root: Path, rules: PathRules) -> ScanResult:
     """Walk the library once: every Markdown file that is not excluded, with size and mtime."""
     result = ScanResult({})
     stack = [""]
@@ -138,27 +185,89 @@ def scan(root: Path, rules: IgnoreRules) -> ScanResult:
         try:
             entries = list(os.scandir(abs_dir))
         except OSError as exc:
-            result.errors.append((rel_dir or ".", exc.strerror or str(exc)))
+            result.errors.append((display_path(rel_dir) or ".", exc.strerror or str(exc)))
             continue
         for entry in entries:
-            name = entry.name
-            if name.startswith("."):
+            if entry.name.startswith("."):
                 continue
-            rel = f"{rel_dir}/{name}" if rel_dir else name
+            rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
             try:
-                if entry.is_symlink():
-                    continue
-                if entry.is_dir(follow_symlinks=False):
-                    if not rules.ignored(rel, is_dir=True):
-                        stack.append(rel)
-                    continue
-                if not is_markdown(name) or not entry.is_file(follow_symlinks=False):
-                    continue
-                if rules.ignored(rel):
-                    continue
-                st = entry.stat(follow_symlinks=False)
+                _visit(entry, rel, rules, stack, result)
             except OSError as exc:
-                result.errors.append((rel, exc.strerror or str(exc)))
-                continue
-            result.files[rel] = FileStat(st.st_size, st.st_mtime_ns)
+                result.errors.append((display_path(rel), exc.strerror or str(exc)))
     return result
+
+
+def _visit(
+    entry: os.DirEntry[str], rel: str, rules: PathRules, stack: list[str], result: ScanResult
+) -> None:
+    """Scan one directory entry: descend into a folder, record a Markdown file, or skip it."""
+    if entry.is_symlink():
+        return
+    is_dir = entry.is_dir(follow_symlinks=False)
+    if not is_dir and (not is_markdown(entry.name) or not entry.is_file(follow_symlinks=False)):
+        return
+    if rules.ignored(rel, is_dir=is_dir):
+        return
+    problem = name_problem(entry.name)
+    if problem:
+        result.skipped[display_path(rel)] = problem
+    elif is_dir:
+        stack.append(rel)
+    else:
+        st = entry.stat(follow_symlinks=False)
+        result.files[rel] = FileStat(st.st_size, st.st_mtime_ns)
+
+
+# ----- linear-time gitignore patterns ----------------------------------------------------------
+_STAR = "[^/]*"
+# One fixed-width regex atom of pathspec's translation: an escaped character, a character class
+# (`?` becomes `[^/]`, `[abc]` stays), or a plain character.
+_ATOM = re.compile(r"\\.|\[\^?\]?[^\]]*\]|[^\\\[\]()?*+.{}|^$/]")
+
+
+def _linear_regex(regex: str) -> str:
+    """Rewrite `[^/]*P1[^/]*P2…[^/]*` so each star before a fixed-width piece matches lazily and
+    atomically: it takes the piece's first occurrence and never retries. For stars within one path
+    segment that first occurrence is always as good as any later one, so the match is the same,
+    and the work is linear in the name's length instead of exponential in the number of stars.
+    """
+    while _STAR + _STAR in regex:
+        regex = regex.replace(_STAR + _STAR, _STAR)
+    out: list[str] = []
+    rest = regex
+    while _STAR in rest:
+        head, _, rest = rest.partition(_STAR)
+        out.append(head)
+        piece, tail = _fixed_piece(rest)
+        if piece and tail.startswith(_STAR):
+            out.append(f"(?>{_STAR}?{piece})")
+            rest = tail
+        else:
+            out.append(_STAR)
+    out.append(rest)
+    return "".join(out)
+
+
+def _fixed_piece(text: str) -> tuple[str, str]:
+    """The longest prefix of `text` made of fixed-width atoms (no negated class but `[^/]`)."""
+    pos = 0
+    while pos < len(text) and not text.startswith(_STAR, pos):
+        m = _ATOM.match(text, pos)
+        if m is None or (m.group().startswith("[^") and m.group() != "[^/]"):
+            break
+        pos = m.end()
+    return text[:pos], text[pos:]
+
+
+class _LinearPattern(GitIgnoreSpecPattern):
+    """Gitignore pattern whose regex can't backtrack exponentially (see `_linear_regex`)."""
+
+    @classmethod
+    def pattern_to_regex(cls, pattern: str) -> tuple[str | None, bool | None]:  # type: ignore[override]
+        regex, include = super().pattern_to_regex(pattern)
+        return (_linear_regex(regex) if isinstance(regex, str) else regex), include
+
+
+def _spec(lines: list[str]) -> pathspec.GitIgnoreSpec:
+    return pathspec.GitIgnoreSpec.from_lines(lines, _LinearPattern, backend="simple")

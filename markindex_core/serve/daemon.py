@@ -37,6 +37,7 @@ from markindex_core.config import (
     DAEMON_TIDY_IDLE_S,
 )
 from markindex_core.index.indexer import Indexer, IndexReport
+from markindex_core.index.scan import path_problem
 from markindex_core.library import Library
 from markindex_core.serve.status import read_status, write_status_file, writer_lock_state
 from markindex_core.serve.watch import (
@@ -305,6 +306,8 @@ class Daemon:
         """
         with store.conn:  # one transaction for all the touches
             for rel in paths:
+                if path_problem(rel):  # never stored (skipped by the indexer): nothing to unstick
+                    continue
                 try:
                     st = os.stat(self.lib.root / rel, follow_symlinks=False)
                 except OSError:

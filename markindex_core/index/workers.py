@@ -1,0 +1,333 @@
+"""Read and parse documents, in parse worker processes that can hang or die without stopping a run.
+
+Reading trusts nothing about the file: it may have been swapped for a FIFO, a device or a symlink
+since the scan, so it is opened without following links and without blocking, checked to be a
+regular file on the opened descriptor, and read up to the size limit only.
+
+Each worker parses one document at a time, with the next one or two queued. The document being
+parsed gets a deadline; a worker that misses it is killed, the document is skipped as timed out
+and the queued ones go to a fresh worker. A worker that dies (the OOM killer, a signal) is
+replaced and the document it was parsing is tried once more, then skipped. When the run ends
+or is abandoned (the consumer stops iterating), every worker is stopped and reaped.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import multiprocessing
+import os
+import pickle
+import signal
+import socket
+import stat
+import struct
+import sys
+import time
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from multiprocessing.connection import wait
+from multiprocessing.process import BaseProcess
+from typing import Literal
+
+from markindex_core.config import MAX_FILE_BYTES, WORKER_DEPTH, WORKER_STOP_GRACE_S, TreeParams
+from markindex_core.index.document import build_document
+from markindex_core.model import ParsedDocument, SkippedFile
+from markindex_core.text import segment
+
+StartMethod = Literal["fork", "forkserver", "spawn"]
+
+_OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+_PR_SET_PDEATHSIG = 1
+_HEADER = struct.Struct("!Q")  # each message: its length, then a pickle
+
+
+class Unreadable(Exception):
+    """The path is not a regular file markindex may read; the message is the reason."""
+
+
+@dataclass(frozen=True)
+class Job:
+    root: str
+    rel: str
+    params: TreeParams
+
+
+@dataclass(frozen=True)
+class Vanished:
+    rel: str
+    reason: str
+
+
+Result = ParsedDocument | SkippedFile | Vanished
+
+
+def _too_large(size: int) -> str:
+    return f"file too large ({size / 1e6:.1f} MB > {MAX_FILE_BYTES / 1e6:.0f} MB)"
+
+
+def read_regular(path: str) -> tuple[bytes, os.stat_result]:
+    """Read a regular file without following a symlink, blocking on a FIFO or reading unbounded.
+
+    Raises Unreadable for anything that is not a regular file within the size limit, and OSError
+    (FileNotFoundError when it is gone) when it cannot be opened.
+    """
+    try:
+        fd = os.open(path, _OPEN_FLAGS)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise Unreadable("is a symbolic link (links are never followed)") from None
+        raise
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise Unreadable("not a regular file (a FIFO, socket or device)")
+        if st.st_size > MAX_FILE_BYTES:
+            raise Unreadable(_too_large(st.st_size))
+        data = _read_at_most(fd, MAX_FILE_BYTES + 1)
+    finally:
+        os.close(fd)
+    if len(data) > MAX_FILE_BYTES:
+        raise Unreadable(_too_large(len(data)))
+    return data, st
+
+
+def _read_at_most(fd: int, limit: int) -> bytes:
+    chunks: list[bytes] = []
+    total = 0
+    while total < limit:
+        chunk = os.read(fd, min(limit - total, 1 << 20))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        total += len(chunk)
+    return b"".join(chunks)
+
+
+def load(job: Job) -> Result:
+    """Read, hash, parse one file. Never raises: problems become skip reasons."""
+    try:
+        data, st = read_regular(os.path.join(job.root, job.rel))
+    except FileNotFoundError:
+        return Vanished(job.rel, "vanished while indexing")
+    except Unreadable as exc:
+        return SkippedFile(job.rel, str(exc))
+    except OSError as exc:
+        return SkippedFile(job.rel, f"cannot read: {exc.strerror or exc}")
+    try:
+        return build_document(job.rel, data, st.st_mtime_ns, job.params)
+    except RecursionError:
+        return SkippedFile(job.rel, "structure nested too deeply to parse")
+    except Exception as exc:  # one bad file must never stop a run
+        return SkippedFile(job.rel, f"failed to parse: {type(exc).__name__}: {exc}")
+
+
+def _worker_init() -> None:
+    """Parse workers die with their parent and leave Ctrl-C to it (no orphans, no tracebacks)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        except (OSError, AttributeError):
+            pass
+    if os.getppid() == 1:  # the parent died before prctl took effect
+        os._exit(1)
+
+
+def _send(sock: socket.socket, obj: object) -> None:
+    data = pickle.dumps(obj, pickle.HIGHEST_PROTOCOL)
+    sock.sendall(_HEADER.pack(len(data)) + data)
+
+
+def _recv_exactly(sock: socket.socket, n: int) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            raise EOFError
+        buf += chunk
+    return bytes(buf)
+
+
+def _serve(sock: socket.socket) -> None:
+    """Worker main loop: one job in, one result out, until the parent closes its end."""
+    _worker_init()
+    segment.warm()
+    while True:
+        try:
+            (size,) = _HEADER.unpack(_recv_exactly(sock, _HEADER.size))
+            job = pickle.loads(_recv_exactly(sock, size))
+        except (EOFError, OSError):
+            break
+        if job is None:
+            break
+        try:
+            _send(sock, load(job))
+        except OSError:  # the parent gave up on this worker
+            break
+    sock.close()
+
+
+@dataclass
+class _Worker:
+    """One worker process and the documents handed to it, oldest first (the one it is parsing).
+
+    The parent reads answers without ever blocking on a half message: a worker stopped or stuck
+    in the middle of sending must not stall the run.
+    """
+
+    process: BaseProcess
+    sock: socket.socket
+    jobs: deque[Job] = field(default_factory=deque)
+    deadline: float = 0.0  # for the oldest job
+    inbox: bytearray = field(default_factory=bytearray)
+
+    def read_available(self) -> list[Result]:
+        """The results that have arrived whole. EOFError when the worker is gone."""
+        while True:
+            try:
+                chunk = self.sock.recv(1 << 20, socket.MSG_DONTWAIT)
+            except (BlockingIOError, InterruptedError):
+                break
+            except OSError as exc:
+                raise EOFError from exc
+            if not chunk:
+                raise EOFError
+            self.inbox += chunk
+        results: list[Result] = []
+        while len(self.inbox) >= _HEADER.size:
+            (size,) = _HEADER.unpack_from(self.inbox)
+            end = _HEADER.size + size
+            if len(self.inbox) < end:
+                break
+            results.append(pickle.loads(memoryview(self.inbox)[_HEADER.size : end]))
+            del self.inbox[:end]
+        return results
+
+
+class WorkerPool:
+    """Up to `size` parse workers. Each holds `depth` documents, so it parses the next one while
+    the indexer writes; the document it is parsing has a deadline."""
+
+    def __init__(
+        self, size: int, start_method: StartMethod, timeout_s: float, depth: int = WORKER_DEPTH
+    ) -> None:
+        self.size = size
+        self.ctx = multiprocessing.get_context(start_method)
+        self.timeout_s = timeout_s
+        self.depth = depth
+        self.workers: list[_Worker] = []
+        self.tries: dict[str, int] = {}
+
+    def start(self) -> None:
+        """Start the workers now, so a failure to start shows before any job is handed out."""
+        while len(self.workers) < self.size:
+            self.workers.append(self._spawn())
+
+    def _spawn(self) -> _Worker:
+        parent, child = socket.socketpair()
+        try:
+            process = self.ctx.Process(target=_serve, args=(child,), daemon=True)  # type: ignore[attr-defined]
+            process.start()
+        finally:
+            child.close()
+        return _Worker(process, parent)
+
+    def results(self, jobs: list[Job]) -> Iterator[Result]:
+        """Every job's result, in completion order; stops all workers however the loop ends."""
+        pending = deque(jobs)
+        try:
+            while pending or any(w.jobs for w in self.workers):
+                self._assign(pending)
+                yield from self._collect(pending)
+        finally:
+            self.stop()
+
+    def _assign(self, pending: deque[Job]) -> None:
+        for i in range(len(self.workers)):
+            while pending and len(self.workers[i].jobs) < self.depth:
+                worker = self.workers[i]
+                job = pending.popleft()
+                try:
+                    _send(worker.sock, job)
+                except OSError:  # it died: its jobs go back, a fresh worker takes them
+                    pending.appendleft(job)
+                    self._replace(i, pending)
+                    continue
+                if not worker.jobs:
+                    worker.deadline = time.monotonic() + self.timeout_s
+                worker.jobs.append(job)
+
+    def _collect(self, pending: deque[Job]) -> Iterator[Result]:
+        busy = [w for w in self.workers if w.jobs]
+        if not busy:
+            return
+        wait_s = max(0.0, min(w.deadline for w in busy) - time.monotonic())
+        ready = wait([w.sock for w in busy], timeout=wait_s)
+        for i, worker in enumerate(self.workers):
+            if worker.sock in ready:
+                yield from self._receive(i, pending)
+            worker = self.workers[i]
+            if worker.jobs and time.monotonic() >= worker.deadline:
+                job = worker.jobs.popleft()
+                self._replace(i, pending)
+                yield SkippedFile(job.rel, f"timed out: not parsed within {self.timeout_s:g} s")
+
+    def _receive(self, i: int, pending: deque[Job]) -> Iterator[Result]:
+        worker = self.workers[i]
+        try:
+            results = worker.read_available()
+        except EOFError:  # the worker died: out of memory, or killed
+            results, died = [], True
+        else:
+            died = False
+        for result in results:
+            worker.jobs.popleft()
+            worker.deadline = time.monotonic() + self.timeout_s
+            yield result
+        if died and worker.jobs:
+            job = worker.jobs.popleft()
+            self._replace(i, pending)
+            tries = self.tries[job.rel] = self.tries.get(job.rel, 0) + 1
+            if tries < 2:
+                pending.appendleft(job)
+            else:
+                yield SkippedFile(job.rel, "the parse worker died twice on it (out of memory?)")
+        elif died:
+            self._replace(i, pending)
+
+    def _replace(self, i: int, pending: deque[Job]) -> None:
+        """Kill worker i (its queued jobs go back to `pending`) and start a fresh one."""
+        worker = self.workers[i]
+        pending.extendleft(reversed(worker.jobs))
+        self._kill(worker)
+        self.workers[i] = self._spawn()
+
+    def _kill(self, worker: _Worker) -> None:
+        worker.jobs.clear()
+        worker.sock.close()
+        if worker.process.is_alive():
+            worker.process.kill()
+        worker.process.join(WORKER_STOP_GRACE_S)
+
+    def stop(self) -> None:
+        """Ask idle workers to exit, kill busy ones, and reap them all: nothing is left behind."""
+        for worker in self.workers:
+            if not worker.jobs:
+                try:
+                    _send(worker.sock, None)
+                except OSError:
+                    pass
+        deadline = time.monotonic() + WORKER_STOP_GRACE_S
+        for worker in self.workers:
+            if not worker.jobs:
+                worker.process.join(max(0.0, deadline - time.monotonic()))
+            self._kill(worker)
+            try:
+                worker.process.close()
+            except ValueError:  # still running after SIGKILL (stuck in the kernel): let it be
+                pass
+        self.workers = []
