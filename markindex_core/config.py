@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 # Bump when the meaning of stored data changes: the next run rebuilds every document.
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
 SCHEMA_VERSION = 2
 
 INDEX_DIR_NAME = ".markindex"
@@ -117,3 +117,12 @@ DAEMON_RACY_S = 2.0  # a file written this close to its indexing is re-hashed on
 DAEMON_RETRY_S = (1.0, 30.0)  # back-off after a failed reconcile: first, maximum
 DAEMON_ERRORS_KEPT = 20  # recent errors kept in the status file
 STATUS_FILE_SUFFIX = ".daemon.json"  # beside the index: ROOT/.markindex/index.db.daemon.json
+
+# ----- Titles and descriptions (index/describe.py) -----------------------------------------------
+DESCRIPTION_TOKENS = 120  # a document's description: whole sentences within this many tokens …
+DESCRIPTION_MAX_CHARS = DESCRIPTION_PREVIEW_CHARS  # … and what a folder listing shows of it
+DESCRIPTION_TEXT_SHARE = 0.6  # … the opening text's share of it; main section names fill the rest
+DESCRIPTION_PURPOSE_LINES = 400  # a law's purpose clause (第一条) is looked for this far in
+DESCRIPTION_EARLY_HEADINGS = 6  # a Summary section counts among the first this many headings …
+DESCRIPTION_EARLY_SHARE = 0.3  # … or within this share of the lines (a late one is a conclusion)
+DESCRIPTION_LEAD_MAX_LINES = 40  # a generic first heading this near the top: no lead text
