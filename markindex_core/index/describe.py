@@ -194,8 +194,9 @@ def readable_file_name(rel_path: str) -> str:
     if stem.lower() in INDEX_FILE_STEMS and parent:
         stem = parent
     words = _SEPARATORS.sub(" ", stem).strip()
-    rest = re.sub(r"^\d+\s+(?=\D)", "", words)  # a leading number only when words follow
-    text = rest or words or stem
+    text = re.sub(r"^\d+\s+(?=\D)", "", words)  # a leading number only when words follow
+    if not text or text == stem:
+        return stem[:MAX_TITLE_CHARS]  # nothing to make readable: the name as it is
     return (text[:1].upper() + text[1:])[:MAX_TITLE_CHARS]
 
 
@@ -208,11 +209,10 @@ def derive_description(
 ) -> str:
     """One to three sentences of the document's own text that say what it is about."""
     given = _meta_value(front_matter, DESCRIPTION_KEYS) if front_matter else ""
+    if given:  # the author's own description is used as written
+        return fit_budget([_inline_text(given)], budget)
     heading_lines = {h.line: h.end for h in parsed.headings}
-    start = _anchor(lines, parsed)
-    paragraphs = clean_paragraphs(lines, start, heading_lines)
-    if given:  # the author's own description first; the text's opening fills what is left
-        paragraphs = [_inline_text(given), *(p for p in paragraphs if p != _inline_text(given))]
+    paragraphs = clean_paragraphs(lines, _anchor(lines, parsed), heading_lines)
     outline = section_outline(parsed.headings)
     if not outline:
         return fit_budget(paragraphs, budget)
@@ -226,8 +226,11 @@ def section_outline(headings: list[Heading]) -> list[str]:
     if not levels:
         return []
     top = min(levels)
-    if levels.count(top) == 1 and len(set(levels)) > 1:  # one title heading: take the level below
-        top = min(lv for lv in levels if lv > top)
+    if levels.count(top) == 1:  # one title heading: its sections are the level below
+        below = [lv for lv in levels if lv > top]
+        if not below:
+            return []
+        top = min(below)
     names: list[str] = []
     for h in headings:
         if h.level != top or _is_template_heading(h.title):
