@@ -27,6 +27,7 @@ from markindex_core.config import (
     DESCRIPTION_EARLY_SHARE,
     DESCRIPTION_LEAD_MAX_LINES,
     DESCRIPTION_MAX_CHARS,
+    DESCRIPTION_META_VALUE_CHARS,
     DESCRIPTION_PURPOSE_LINES,
     DESCRIPTION_TEXT_SHARE,
     DESCRIPTION_TOKENS,
@@ -379,7 +380,7 @@ class _Scan:
             return None
         if not line:
             return None
-        if self.meta and _META_ITEM.match(line) and _LIST_MARK.match(line):
+        if self.meta and _is_metadata_item(line):
             return None
         self.meta = False
         return None if _is_noise(line) else _LIST_MARK.sub("", line)
@@ -394,6 +395,12 @@ class _Scan:
             self.fence = line[:3]
         elif line.startswith(self.fence):
             self.fence = ""
+
+
+def _is_metadata_item(line: str) -> bool:
+    """`- Start Date: 2014-08-04`, not `- **Batching:** a mechanism that reuses …`."""
+    m = _META_ITEM.match(line)
+    return bool(m and _LIST_MARK.match(line) and len(m.group(2)) <= DESCRIPTION_META_VALUE_CHARS)
 
 
 def _is_noise(line: str) -> bool:

@@ -294,3 +294,9 @@ def test_a_folder_of_500_documents_pages_well_under_the_response_budget(tmp_path
         assert sum(sizes) < 500 * 900, sizes  # about 120 tokens of metadata per document
     finally:
         lib.close()
+
+
+def test_a_summary_that_opens_with_labelled_bullets_keeps_them() -> None:
+    long_value = "A signature that captures the properties of a pod that impact scoring " * 2
+    src = f"# KEP-1: Batching\n\n## Summary\n\n- **Pod signature:** {long_value}\n"
+    assert build(src).description.startswith("Pod signature: A signature that captures")
