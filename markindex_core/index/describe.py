@@ -90,7 +90,7 @@ _ENACTED = re.compile(
 _NOISE_LINE = re.compile(
     r"^\s*(?:[_*]*this (?:section|appendix|document|annex) is (?:normative|informative)"
     r"|[_*]*\(?(?:non-?normative|normative|informative)\)?[_*]*\s*$"
-    r"|\**note:?\**:? *(?:when your|this (?:template|file) )"
+    r"|(?:>\s*)?[*_]*note[*_]*:[*_]*\s"
     r"|<<\[/?unresolved"
     r"|\**status\**:"
     r"|the key words .{0,80}\bmust\b)",
@@ -102,6 +102,7 @@ _IMAGE = re.compile(r"!\[[^\]]*\]\([^)]*\)|<img\b[^>]*>")
 _LINK = re.compile(
     r"\[((?:[^\[\]]|\[[^\]]*\])*)\]\([^)\s]*(?:\s+\"[^\"]*\")?\)|\[([^\]]+)\]\[[^\]]*\]"
 )
+_BRACKETS = re.compile(r"\[([^\[\]]+)\](?!\()")
 _TAG = re.compile(r"<[^>]{1,200}>")
 _EMPHASIS = re.compile(r"(\*\*|__|`+|(?<!\w)[*_](?=\S)|(?<=\S)[*_](?!\w))")
 _SENTENCE_END = re.compile(r"(?<=[.!?;])\s+|(?<=[。！？；])\s*")
@@ -418,6 +419,7 @@ def _inline_text(text: str) -> str:
     """Markdown inline syntax dropped: links keep their text, images and tags go, emphasis too."""
     text = _IMAGE.sub("", text)
     text = _LINK.sub(lambda m: m.group(1) or m.group(2) or "", text)
+    text = _BRACKETS.sub(r"\1", text)  # a shortcut reference link: [RFC 243]
     text = _TAG.sub("", _ATTR.sub("", text))
     text = _EMPHASIS.sub("", text)
     text = _PURPOSE.sub(r"\1", text)

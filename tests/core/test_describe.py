@@ -300,3 +300,8 @@ def test_a_summary_that_opens_with_labelled_bullets_keeps_them() -> None:
     long_value = "A signature that captures the properties of a pod that impact scoring " * 2
     src = f"# KEP-1: Batching\n\n## Summary\n\n- **Pod signature:** {long_value}\n"
     assert build(src).description.startswith("Pod signature: A signature that captures")
+
+
+def test_notes_and_bare_reference_brackets_are_not_description_text() -> None:
+    src = "# Usability\n\n> Note: In this section, users means subscribers.\n\n[RFC 243] left it open.\n"
+    assert build(src).description == "RFC 243 left it open."
