@@ -127,3 +127,4 @@ DESCRIPTION_EARLY_HEADINGS = 6  # a Summary section counts among the first this 
 DESCRIPTION_EARLY_SHARE = 0.3  # … or within this share of the lines (a late one is a conclusion)
 DESCRIPTION_LEAD_MAX_LINES = 40  # a generic first heading this near the top: no lead text
 DESCRIPTION_META_VALUE_CHARS = 100  # `Key: value` items with longer values are prose, not metadata
+DESCRIPTION_SCAN_LINES = 2000  # lines read from where the describing text starts, at most

@@ -29,6 +29,7 @@ from markindex_core.config import (
     DESCRIPTION_MAX_CHARS,
     DESCRIPTION_META_VALUE_CHARS,
     DESCRIPTION_PURPOSE_LINES,
+    DESCRIPTION_SCAN_LINES,
     DESCRIPTION_TEXT_SHARE,
     DESCRIPTION_TOKENS,
     MAX_TITLE_CHARS,
@@ -320,7 +321,7 @@ def _lead(lines: list[str], parsed: ParsedMarkdown) -> int | None:
         and is_generic_heading(heads[0].title)
     ):
         return None  # the text opens with "# Foreword" or "## Summary": no lead of its own
-    end = heads[0].line if heads else len(lines)
+    end = min(heads[0].line if heads else len(lines), start + DESCRIPTION_SCAN_LINES)
     scan = _Scan()
     has_prose = any(scan.keep(line) for line in lines[start:end])
     return start if has_prose else None
@@ -329,18 +330,24 @@ def _lead(lines: list[str], parsed: ParsedMarkdown) -> int | None:
 def clean_paragraphs(
     lines: list[str], start: int, heading_lines: Mapping[int, int], limit: int = 12
 ) -> list[str]:
-    """Up to `limit` paragraphs of prose from `start` on, with every kind of noise skipped."""
+    """Up to `limit` paragraphs of prose from `start` on, with every kind of noise skipped.
+
+    Reading stops once a few descriptions' worth of text is collected, or after
+    DESCRIPTION_SCAN_LINES lines, so a huge paragraph or a huge table costs no more than a small one.
+    """
     out: list[str] = []
     para: list[str] = []
+    room = DESCRIPTION_MAX_CHARS * 3
     for line in _prose_lines(lines, start, heading_lines):
-        if line is None:
-            if para:
-                out.append(" ".join(para))
-                para = []
-                if len(out) >= limit:
-                    break
+        if line is not None and room > 0:
+            para.append(line[:room])
+            room -= len(para[-1]) + 1
             continue
-        para.append(line)
+        if para:
+            out.append(" ".join(para))
+            para = []
+        if len(out) >= limit or room <= 0:
+            break
     if para and len(out) < limit:
         out.append(" ".join(para))
     return [p for p in (_inline_text(p) for p in out) if p]
@@ -351,14 +358,14 @@ def _prose_lines(
 ) -> Iterator[str | None]:
     """Prose lines from `start`, with None at every paragraph break (blank, heading, skipped)."""
     i = start
+    end = min(len(lines), start + DESCRIPTION_SCAN_LINES)
     state = _Scan()
-    while i < len(lines):
+    while i < end:
         if i in heading_lines:
             yield None
             i = max(heading_lines[i], i + 1)
             continue
-        text = state.keep(lines[i])
-        yield text
+        yield state.keep(lines[i])
         i += 1
 
 
