@@ -260,7 +260,7 @@ def _with_outline(text: str, outline: list[str], budget: int) -> str:
             if text
             else label + sep.join([*parts, name])
         )
-        if estimate_tokens(candidate) > budget or len(candidate) > DESCRIPTION_MAX_CHARS:
+        if estimate_tokens(candidate) >= budget or len(candidate) >= DESCRIPTION_MAX_CHARS:
             break
         parts.append(name)
     if not parts:

@@ -305,3 +305,14 @@ def test_a_summary_that_opens_with_labelled_bullets_keeps_them() -> None:
 def test_notes_and_bare_reference_brackets_are_not_description_text() -> None:
     src = "# Usability\n\n> Note: In this section, users means subscribers.\n\n[RFC 243] left it open.\n"
     assert build(src).description == "RFC 243 left it open."
+
+
+def test_section_names_fill_the_budget_but_never_pass_it() -> None:
+    sections = "".join(
+        f"## Topic number {i} about something specific\n\nText {i}.\n\n" for i in range(60)
+    )
+    desc = build("# Guide\n\nThe guide covers many topics.\n\n" + sections).description
+    assert desc.startswith("The guide covers many topics.")
+    assert "Sections: Topic number 0 about something specific; Topic number 1" in desc
+    assert desc.endswith(".") and len(desc) <= DESCRIPTION_MAX_CHARS
+    assert estimate_tokens(desc) <= DESCRIPTION_TOKENS
