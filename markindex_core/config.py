@@ -66,6 +66,16 @@ GROUP_MAX_TOKENS = 480  # an article or lead-in group may grow to this before it
 
 # ----- Documents ---------------------------------------------------------------------------------
 DESCRIPTION_CHARS = 240
+# Titles and descriptions (index/describe.py).
+DESCRIPTION_TOKENS = 120  # a document's description: whole sentences within this many tokens …
+DESCRIPTION_MAX_CHARS = 400  # … and characters; a folder listing shows DESCRIPTION_PREVIEW_CHARS
+DESCRIPTION_TEXT_SHARE = 0.6  # … the opening text's share of it; main section names fill the rest
+DESCRIPTION_PURPOSE_LINES = 400  # a law's purpose clause (第一条) is looked for this far in
+DESCRIPTION_EARLY_HEADINGS = 6  # a Summary section counts among the first this many headings …
+DESCRIPTION_EARLY_SHARE = 0.3  # … or within this share of the lines (a late one is a conclusion)
+DESCRIPTION_LEAD_MAX_LINES = 40  # a generic first heading this near the top: no lead text
+DESCRIPTION_META_VALUE_CHARS = 100  # `Key: value` items with longer values are prose, not metadata
+DESCRIPTION_SCAN_LINES = 2000  # lines read from where the describing text starts, at most
 
 
 @dataclass(frozen=True)
@@ -117,14 +127,3 @@ DAEMON_RACY_S = 2.0  # a file written this close to its indexing is re-hashed on
 DAEMON_RETRY_S = (1.0, 30.0)  # back-off after a failed reconcile: first, maximum
 DAEMON_ERRORS_KEPT = 20  # recent errors kept in the status file
 STATUS_FILE_SUFFIX = ".daemon.json"  # beside the index: ROOT/.markindex/index.db.daemon.json
-
-# ----- Titles and descriptions (index/describe.py) -----------------------------------------------
-DESCRIPTION_TOKENS = 120  # a document's description: whole sentences within this many tokens …
-DESCRIPTION_MAX_CHARS = DESCRIPTION_PREVIEW_CHARS  # … and what a folder listing shows of it
-DESCRIPTION_TEXT_SHARE = 0.6  # … the opening text's share of it; main section names fill the rest
-DESCRIPTION_PURPOSE_LINES = 400  # a law's purpose clause (第一条) is looked for this far in
-DESCRIPTION_EARLY_HEADINGS = 6  # a Summary section counts among the first this many headings …
-DESCRIPTION_EARLY_SHARE = 0.3  # … or within this share of the lines (a late one is a conclusion)
-DESCRIPTION_LEAD_MAX_LINES = 40  # a generic first heading this near the top: no lead text
-DESCRIPTION_META_VALUE_CHARS = 100  # `Key: value` items with longer values are prose, not metadata
-DESCRIPTION_SCAN_LINES = 2000  # lines read from where the describing text starts, at most

@@ -10,6 +10,7 @@ import pytest
 
 from markindex_core.config import (
     DESCRIPTION_MAX_CHARS,
+    DESCRIPTION_PREVIEW_CHARS,
     DESCRIPTION_TOKENS,
     RESPONSE_CHAR_BUDGET,
 )
@@ -316,3 +317,7 @@ def test_section_names_fill_the_budget_but_never_pass_it() -> None:
     assert "Sections: Topic number 0 about something specific; Topic number 1" in desc
     assert desc.endswith(".") and len(desc) <= DESCRIPTION_MAX_CHARS
     assert estimate_tokens(desc) <= DESCRIPTION_TOKENS
+
+
+def test_a_listing_shows_whole_descriptions() -> None:
+    assert DESCRIPTION_MAX_CHARS <= DESCRIPTION_PREVIEW_CHARS
