@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 # Bump when the meaning of stored data changes: the next run rebuilds every document.
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
 SCHEMA_VERSION = 2
 
 INDEX_DIR_NAME = ".markindex"
@@ -72,6 +72,16 @@ GROUP_MAX_TOKENS = 480  # an article or lead-in group may grow to this before it
 
 # ----- Documents ---------------------------------------------------------------------------------
 DESCRIPTION_CHARS = 240
+# Titles and descriptions (index/describe.py).
+DESCRIPTION_TOKENS = 120  # a document's description: whole sentences within this many tokens …
+DESCRIPTION_MAX_CHARS = 400  # … and characters; a folder listing shows DESCRIPTION_PREVIEW_CHARS
+DESCRIPTION_TEXT_SHARE = 0.6  # … the opening text's share of it; main section names fill the rest
+DESCRIPTION_PURPOSE_LINES = 400  # a law's purpose clause (第一条) is looked for this far in
+DESCRIPTION_EARLY_HEADINGS = 6  # a Summary section counts among the first this many headings …
+DESCRIPTION_EARLY_SHARE = 0.3  # … or within this share of the lines (a late one is a conclusion)
+DESCRIPTION_LEAD_MAX_LINES = 40  # a generic first heading this near the top: no lead text
+DESCRIPTION_META_VALUE_CHARS = 100  # `Key: value` items with longer values are prose, not metadata
+DESCRIPTION_SCAN_LINES = 2000  # lines read from where the describing text starts, at most
 
 
 @dataclass(frozen=True)

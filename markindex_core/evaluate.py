@@ -12,7 +12,9 @@ misses), `hit_precision` the same share for the first result that hits (over ans
 from __future__ import annotations
 
 import json
+import math
 import statistics
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +23,8 @@ from typing import Any
 from markindex_core.errors import InvalidArgument
 from markindex_core.library import Library
 from markindex_core.search.searcher import Hit
+from markindex_core.text import segment
+from markindex_core.text.stopwords import is_stopword
 
 K = 5
 
@@ -160,4 +164,129 @@ def _metrics(rs: list[QuestionResult]) -> dict[str, float]:
         "precision@1": sum(r.precision for r in rs) / n,
         "hit_precision": (sum(r.hit_precision for r in hits) / len(hits)) if hits else 0.0,
         "p50_ms": statistics.median([r.elapsed_ms for r in rs]) if rs else 0.0,
+    }
+
+
+# ----- Routing: can an agent pick the right document from browse metadata alone? ----------------
+BM25_K1 = 1.2
+BM25_B = 0.75
+
+
+@dataclass(frozen=True)
+class BrowseEntry:
+    """One document as `browse_documents` lists it: what an agent sees before opening it."""
+
+    path: str
+    title: str
+    description: str
+
+
+def browse_entries(lib: Library) -> list[BrowseEntry]:
+    """Walk every folder through the `browse_documents` tool, every part of every page."""
+    out: list[BrowseEntry] = []
+    todo = [""]
+    while todo:
+        folder = todo.pop()
+        part, parts = 1, 1
+        while part <= parts:
+            data = _browse_page(lib, folder, part)
+            parts = int(data["parts"])
+            todo.extend(str(f["path"]) for f in data["folders"])
+            out.extend(
+                BrowseEntry(
+                    str(d["path"]), str(d.get("title") or ""), str(d.get("description") or "")
+                )
+                for d in data["documents"]
+            )
+            part += 1
+    return sorted(out, key=lambda e: e.path)
+
+
+def _browse_page(lib: Library, folder: str, part: int) -> dict[str, Any]:
+    envelope = json.loads(lib.call_tool("browse_documents", {"folder": folder, "part": part}))
+    if not envelope.get("success"):
+        raise InvalidArgument(
+            f"browse_documents failed on folder {folder!r}: {envelope.get('error')}",
+            "index the library first: markindex index ROOT",
+        )
+    data: dict[str, Any] = envelope["data"]
+    return data
+
+
+def entry_terms(entry: BrowseEntry) -> list[str]:
+    """Path words, title and description: the only text an agent has while browsing."""
+    path_words = entry.path.translate(_PATH_PUNCT)
+    return segment.terms(f"{path_words}\n{entry.title}\n{entry.description}")
+
+
+_PATH_PUNCT = str.maketrans(dict.fromkeys("/\\-_.()[]", " "))
+
+
+def query_terms(question: str) -> list[str]:
+    """The question's topic words (stop words dropped), each identifier with its parts, once."""
+    seen: dict[str, None] = {}
+    for group in segment.word_groups(question, stop=is_stopword):
+        for term in group:
+            seen.setdefault(term, None)
+    return list(seen)
+
+
+def bm25_rank(
+    docs: list[list[str]], query: list[str], k1: float = BM25_K1, b: float = BM25_B
+) -> list[int]:
+    """Indexes of `docs` (each a list of terms) by plain Okapi BM25 for `query`, best first.
+
+    Ties keep the documents' order; documents matching no query term are left out.
+    """
+    n = len(docs)
+    if not n:
+        return []
+    avg = sum(len(d) for d in docs) / n or 1.0
+    counts = [Counter(d) for d in docs]
+    df = Counter(t for c in counts for t in set(query) if t in c)
+    idf = {t: math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5)) for t in df}
+    scores: list[tuple[float, int]] = []
+    for i, c in enumerate(counts):
+        norm = k1 * (1 - b + b * len(docs[i]) / avg)
+        s = sum(idf[t] * c[t] * (k1 + 1) / (c[t] + norm) for t in idf if c[t])
+        if s > 0:
+            scores.append((-s, i))
+    scores.sort()
+    return [i for _, i in scores]
+
+
+def evaluate_routing(
+    lib: Library, questions: list[dict[str, Any]], *, k: int = K
+) -> dict[str, Any]:
+    """Doc-level hit@k of ranking every document by BM25 over its browse metadata alone."""
+    entries = browse_entries(lib)
+    docs = [entry_terms(e) for e in entries]
+    results: list[dict[str, Any]] = []
+    for q in questions:
+        order = bm25_rank(docs, query_terms(q["question"]))[:k]
+        gold = {str(g.get("doc_path")) for g in q["gold"]}
+        top = [entries[i].path for i in order]
+        rank = next((n for n, p in enumerate(top, 1) if p in gold), None)
+        results.append(
+            {"id": str(q["id"]), "lang": str(q.get("lang", "unknown")), "rank": rank, "top": top}
+        )
+    groups: dict[str, list[dict[str, Any]]] = {"overall": results}
+    for r in results:
+        groups.setdefault(r["lang"], []).append(r)
+    return {
+        "k": k,
+        "documents": len(entries),
+        "metrics": {name: _routing_metrics(rs) for name, rs in groups.items()},
+        "questions": results,
+    }
+
+
+def _routing_metrics(rs: list[dict[str, Any]]) -> dict[str, float]:
+    n = len(rs) or 1
+    ranks = [int(r["rank"]) for r in rs if r["rank"] is not None]
+    return {
+        "questions": len(rs),
+        "hit@1": sum(1 for r in ranks if r == 1) / n,
+        "hit@5": len(ranks) / n,
+        "mrr": sum(1 / r for r in ranks) / n,
     }

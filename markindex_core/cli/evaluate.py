@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from markindex_core.cli.common import Subparsers, add_library_args, emit_json, open_library
 
@@ -12,7 +13,9 @@ def register(sub: Subparsers) -> None:
         "eval",
         help="measure retrieval quality on questions with gold line ranges",
         description="Run every question of one or more JSONL files through search and report "
-        "hit@1, hit@5, MRR, evidence lines and precision, per language and overall.",
+        "hit@1, hit@5, MRR, evidence lines and precision, per language and overall. With "
+        "--mode routing, rank whole documents by a plain BM25 over only what browse_documents "
+        "shows (path words, title, description) and report doc-level hit@1, hit@5 and MRR.",
     )
     add_library_args(p)
     p.add_argument(
@@ -29,6 +32,13 @@ def register(sub: Subparsers) -> None:
         metavar="N",
         help="count a hit only when its cited passage is at most N lines",
     )
+    p.add_argument(
+        "--mode",
+        choices=("search", "routing"),
+        default="search",
+        help="search: passages found by search (default); routing: documents picked from "
+        "browse metadata alone",
+    )
     p.add_argument("--out", metavar="FILE", help="write the full report (every question) as JSON")
     p.set_defaults(func=cmd_eval)
 
@@ -37,17 +47,23 @@ def cmd_eval(args: argparse.Namespace) -> int:
     import json
     from pathlib import Path
 
-    from markindex_core.evaluate import evaluate, load_questions
+    from markindex_core.evaluate import evaluate, evaluate_routing, load_questions
 
     lib = open_library(args)
     questions = load_questions(Path(q) for q in args.questions)
-    report = evaluate(lib, questions, max_evidence_lines=args.max_evidence_lines)
+    if args.mode == "routing":
+        report = evaluate_routing(lib, questions)
+    else:
+        report = evaluate(lib, questions, max_evidence_lines=args.max_evidence_lines)
     if args.out:
         Path(args.out).write_text(
             json.dumps(report, ensure_ascii=False, indent=2), encoding="utf-8"
         )
     if args.json:
         emit_json(report["metrics"])
+        return 0
+    if args.mode == "routing":
+        _print_routing(report)
         return 0
     from rich.console import Console
     from rich.table import Table
@@ -88,3 +104,23 @@ def cmd_eval(args: argparse.Namespace) -> int:
         "inside gold; prec hit: the same for the first hitting result[/]"
     )
     return 0
+
+
+def _print_routing(report: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(
+        title=f"routing by browse metadata (k={report['k']}, {report['documents']} documents)"
+    )
+    for col in ("set", "n", "hit@1", "hit@5", "MRR"):
+        table.add_column(col, justify="right" if col != "set" else "left")
+    for name, m in report["metrics"].items():
+        table.add_row(
+            name, str(m["questions"]), f"{m['hit@1']:.1%}", f"{m['hit@5']:.1%}", f"{m['mrr']:.3f}"
+        )
+    Console().print(table)
+    Console(stderr=True).print(
+        "[dim]each document ranked by a plain BM25 over its path words, title and description "
+        "as browse_documents lists them; a hit is a gold document in the top k[/]"
+    )

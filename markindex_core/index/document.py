@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import posixpath
-
 import xxhash
 
-from markindex_core.config import DESCRIPTION_CHARS, TreeParams
+from markindex_core.config import TreeParams
 from markindex_core.index.decode import Undecodable, decode, split_lines
+from markindex_core.index.describe import derive_description, derive_title
 from markindex_core.index.markdown import ParsedMarkdown, parse_markdown
 from markindex_core.index.passages import cut_passages
 from markindex_core.index.tree import build_sections
@@ -31,7 +30,7 @@ def build_document(
     parsed = parse_markdown(decoded.text, rel_path, setext=params.setext)
     parsed.block_starts = sorted(set(parsed.block_starts))
     fm = parsed.front_matter
-    title = _title(fm, parsed, rel_path)
+    title = _title(fm, parsed, rel_path, lines)
     sections = build_sections(lines, parsed, title, params)
     passages = cut_passages(sections, lines, parsed.block_starts, parsed.front_matter_end)
     section_terms = [
@@ -55,43 +54,14 @@ def build_document(
     )
 
 
-def _title(fm: dict[str, object] | None, parsed: ParsedMarkdown, rel_path: str) -> str:
-    if fm and isinstance(fm.get("title"), str) and str(fm["title"]).strip():
-        return str(fm["title"]).strip()[:300]
-    for h in parsed.headings:
-        if h.level == 1 and h.title:
-            return h.title
-    for h in parsed.headings:
-        if h.title:
-            return h.title
-    return posixpath.splitext(posixpath.basename(rel_path))[0]
+def _title(
+    fm: dict[str, object] | None, parsed: ParsedMarkdown, rel_path: str, lines: list[str]
+) -> str:
+    return derive_title(fm, parsed.headings, lines, parsed.front_matter_end, rel_path)
 
 
 def _description(fm: dict[str, object] | None, lines: list[str], parsed: ParsedMarkdown) -> str:
-    if fm:
-        for key in ("description", "summary", "abstract"):
-            value = fm.get(key)
-            if isinstance(value, str) and value.strip():
-                return " ".join(value.split())[:DESCRIPTION_CHARS]
-    first_heading = parsed.headings[0].line if parsed.headings else len(lines)
-    start = parsed.front_matter_end
-    heading_ends = {h.line: h.end for h in parsed.headings}
-    i = start
-    while i < len(lines):
-        if i in heading_ends:
-            i = heading_ends[i]
-            continue
-        text = lines[i].strip()
-        if text and not text.startswith(("<", "```", "~~~", "|", "!", "[")):
-            para = []
-            while i < len(lines) and lines[i].strip() and i not in heading_ends:
-                para.append(lines[i].strip())
-                i += 1
-            return " ".join(" ".join(para).split())[:DESCRIPTION_CHARS]
-        i += 1
-        if i > first_heading + 200:
-            break
-    return ""
+    return derive_description(fm, lines, parsed)
 
 
 def _group(sections: list[Section], passages: list[Passage]) -> list[tuple[Section, list[Passage]]]:
