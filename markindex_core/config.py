@@ -71,7 +71,6 @@ PASSAGE_MAX_TOKENS = 320  # longer groups are cut by lines
 GROUP_MAX_TOKENS = 480  # an article or lead-in group may grow to this before it is closed
 
 # ----- Documents ---------------------------------------------------------------------------------
-DESCRIPTION_CHARS = 240
 # Titles and descriptions (index/describe.py).
 DESCRIPTION_TOKENS = 120  # a document's description: whole sentences within this many tokens …
 DESCRIPTION_MAX_CHARS = 400  # … and characters; a folder listing shows DESCRIPTION_PREVIEW_CHARS
