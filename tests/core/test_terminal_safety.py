@@ -38,10 +38,12 @@ def hostile(tmp_path: Path) -> tuple[Path, Path]:
         f"## Sub {CLEAR} zqosc\n\nsee [next](name{TITLE}.md) and [gone](gone{CLEAR}.md#a{TITLE})\n\n{PROSE}\n",
         encoding="utf-8",
     )
-    (root / f"name{TITLE}.md").write_text(
+    (root / "named.md").write_text(
         f"# Named {C1_CSI}\n\nzqosc body\n\n[back](esc.md#x{TITLE})\n\n{PROSE}\n",
         encoding="utf-8",
     )
+    # A name with control characters is skipped at scan time; its skip line must still be safe.
+    (root / f"name{TITLE}.md").write_text(f"# Bad name\n\n{PROSE}\n", encoding="utf-8")
     (root / "bin.md").write_bytes(b"\x00\x1b]0;bin\x07")
     return root, tmp_path / "db" / "index.db"
 
@@ -79,12 +81,13 @@ def test_every_human_output_escapes_control_characters(hostile: tuple[Path, Path
         ["search", *lib, "zqosc"],
         ["search", *lib, "heading pwned"],
         ["tree", *lib, "esc.md"],
+        ["tree", *lib, "named.md"],
         ["tree", *lib, f"name{TITLE}.md"],
         ["tree", *lib, f"missing{TITLE}.md"],
         ["links", *lib, "esc.md"],
         ["links", *lib],
         ["backlinks", *lib, "esc.md"],
-        ["backlinks", *lib, f"name{TITLE}.md"],
+        ["backlinks", *lib, "named.md"],
         ["status", *lib],
         ["eval", *lib, "--questions", str(questions)],
     ]
@@ -96,7 +99,9 @@ def test_every_human_output_escapes_control_characters(hostile: tuple[Path, Path
     assert "\\x1b]52;c;" in outputs["search zqosc"]
     assert "\\x1b]0;pwned\\x07" in outputs["tree esc.md"]
     assert "\\x1b[2J" in outputs["status"]
-    assert "\\x9b31m" in outputs[f"tree name{TITLE}.md"]
+    assert "\\x9b31m" in outputs["tree named.md"]
+    assert "name\\x1b]0;pwned\\x07.md" in outputs["index"]  # skipped, and said safely
+    assert "\\x1b]0;pwned\\x07" in outputs[f"tree name{TITLE}.md"]
     assert "\\x1b]0;pwned\\x07" in outputs[f"tree missing{TITLE}.md"]
     assert "\\x1b[2J" in outputs["links"]  # the broken target
     assert "\\x1b]0;pwned\\x07" in outputs["eval --questions " + str(questions)]
@@ -111,7 +116,8 @@ def test_json_output_stays_exact(hostile: tuple[Path, Path]) -> None:
     hits = json.loads(proc.stdout)["hits"]
     assert any(OSC52 in h["snippet"] for h in hits)
     assert any(C1_CSI in h["snippet"] for h in hits)
-    assert any(h["doc_path"] == f"name{TITLE}.md" for h in hits)
+    assert any(h["doc_path"] == "named.md" for h in hits)
+    assert not any(h["doc_path"] == f"name{TITLE}.md" for h in hits)  # skipped at scan time
     proc = markindex("tree", str(root), "--db", str(db), "--json", "esc.md")
     assert json.loads(proc.stdout)["title"].startswith(f"T{TITLE}")
     proc = markindex("tree", str(root), "--db", str(db), "--json", f"gone{C1_CSI}.md")
