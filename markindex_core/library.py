@@ -232,7 +232,8 @@ def _read_only_hint(folder: Path, root: Path, exc: OSError) -> str:
     hint = "pass --db FILE to keep the index elsewhere"
     if exc.errno not in (errno.EACCES, errno.EROFS, errno.EPERM):
         return hint
-    if folder != root and folder.exists() and os.access(root, os.W_OK):
+    inside = folder != root and folder.is_relative_to(root)
+    if inside and folder.exists() and os.access(root, os.W_OK):
         return f"the index folder {folder} is read-only (the library itself is not): " + hint
     return f"the folder {_nearest(folder)} is read-only: " + hint
 
