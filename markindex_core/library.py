@@ -60,8 +60,9 @@ class Library:
       the passage query), so 8 MCP tool threads hold up to 16 read connections. A connection is
       only ever used by the thread that owns it.
     - Every read connection is listed in one registry under a lock. `close()` closes all of them,
-      whichever thread opened them; a thread whose connection was closed gets a new one on its
-      next read. Entries of threads that have ended are closed when the next reader registers.
+      whichever thread opened them, and stops every searcher's helper thread (its connection
+      closes as that thread ends); a thread whose connection was closed gets a new one on its
+      next read. Connections of threads that have ended are closed when the next one registers.
     - Every `store` access costs one `os.stat` of the index path: when the file was replaced
       (a full rebuild swapped in, `rm -rf .markindex && markindex index`) or removed, the calling
       thread's connection is closed and reopened, or the call fails with IndexMissing. Threads

@@ -110,13 +110,17 @@ def os_error(exc: OSError, path: Path) -> MarkindexError:
     """An OSError met while writing next to the index (lock file, side files) as one clear error."""
     if exc.errno in _FULL_ERRNOS:
         return disk_full(path)
+    where = Path(exc.filename) if isinstance(exc.filename, str) else path
     if exc.errno in _DENIED_ERRNOS or exc.errno == errno.EROFS:
-        folder = path.parent
         return ReadOnlyLibrary(
-            f"cannot write in {folder} ({exc.strerror or exc}): the folder is read-only for this user",
+            f"cannot write {where} ({exc.strerror or exc}): {where.parent} is read-only "
+            "for this user",
             "make it writable, or pass --db FILE to keep the index elsewhere",
         )
-    return MarkindexError(f"cannot write the index {path}: {exc.strerror or exc}", "check the disk")
+    return MarkindexError(
+        f"indexing stopped: {exc.strerror or exc} ({where})",
+        "check that file and the disk, then run `markindex index ROOT` again",
+    )
 
 
 def _unreadable(path: Path) -> PermissionDenied | None:
