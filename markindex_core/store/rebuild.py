@@ -22,7 +22,7 @@ from contextlib import contextmanager
 import apsw
 
 from markindex_core.store.db import Store, connect
-from markindex_core.store.files import fsync_dir, rebuild_path, remove_db_files, side_files
+from markindex_core.store.files import fsync_dir, rebuild_path, remove_db_files
 
 _OLD_CHECKPOINT_WAIT_MS = 1_000  # readers of the old index may delay its last checkpoint this long
 
@@ -63,4 +63,3 @@ def _swap(store: Store, old_conn: apsw.Connection) -> None:
     os.replace(fresh, live)
     fsync_dir(live.parent)
     store.conn = connect(live)
-    assert not any(p.exists() for p in side_files(fresh))

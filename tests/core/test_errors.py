@@ -236,3 +236,38 @@ def test_full_disk_is_one_clear_error_and_the_next_run_recovers(
     code, err = markindex("index", str(root), "--db", str(db))
     assert code == 0, err
     assert check_store_consistent(db) == 80
+
+
+def test_a_lock_file_that_cannot_be_written_is_not_kept_locked(tmp_path: Path) -> None:
+    """A long-running process (a server with --reindex-on-start) that met a full disk while taking
+    the writer lock must not keep holding it: the next build (and other writers) can go ahead."""
+    root = make_library(tmp_path / "lib")
+    script = """
+import resource, signal, sys
+from markindex_core.errors import DiskFull
+from markindex_core.library import Library
+from markindex_core.store.lock import lock_path_for, writer_active
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+lib = Library(sys.argv[1])
+soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+resource.setrlimit(resource.RLIMIT_FSIZE, (0, hard))
+try:
+    lib.index()
+except DiskFull as exc:
+    print("diskfull", exc.message)
+resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+print("locked", writer_active(lock_path_for(lib.db_path)))
+print("added", len(lib.index().added))
+"""
+    proc = subprocess.run(
+        [sys.executable, "-c", script, str(root)],
+        cwd=REPO_ROOT,
+        env=CHILD_ENV,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("diskfull no space left"), proc.stdout
+    assert lines[1:] == ["locked False", "added 12"], proc.stdout
