@@ -11,6 +11,9 @@ SCHEMA_VERSION = 2
 INDEX_DIR_NAME = ".markindex"
 DB_FILE_NAME = "index.db"
 LOCK_FILE_SUFFIX = ".lock"
+REBUILD_FILE_SUFFIX = ".rebuild"  # a full rebuild is written beside the live index, then swapped in
+SQLITE_SIDE_SUFFIXES = ("-wal", "-shm", "-journal")  # files SQLite keeps beside a database
+DISK_FULL_MARGIN_BYTES = 1_000_000  # an I/O error with less free space than this means "disk full"
 IGNORE_FILE_NAME = ".markindexignore"
 MARKDOWN_SUFFIXES = (".md", ".markdown")
 

@@ -35,3 +35,21 @@ class ReadOnlyLibrary(MarkindexError):
 
 class InvalidArgument(MarkindexError):
     code = "INVALID_INPUT"
+
+
+class DiskFull(MarkindexError):
+    """The disk (or a file size limit) left no room to write the index."""
+
+    code = "DISK_FULL"
+
+
+class PermissionDenied(MarkindexError):
+    """The index exists but this user may not read (or write) it: not a missing index."""
+
+    code = "PERMISSION_DENIED"
+
+
+class IndexUnusable(MarkindexError):
+    """The index file opened but is damaged, or is not a markindex database at all."""
+
+    code = "INDEX_UNUSABLE"

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import errno
+import os
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+import apsw
 
 from markindex_core.config import DB_FILE_NAME, INDEX_DIR_NAME, SEARCH_DEFAULT_LIMIT
 from markindex_core.errors import InvalidArgument, LibraryNotFound, ReadOnlyLibrary
 from markindex_core.search.searcher import Searcher, SearchResult
 from markindex_core.store.db import Store
+from markindex_core.store.files import file_id, os_error, remove_db_files, write_error
 from markindex_core.tools.contract import call_tool
 
 if TYPE_CHECKING:  # the indexer (markdown-it, multiprocessing) loads only when indexing
@@ -21,8 +25,49 @@ def default_db_path(root: Path) -> Path:
     return root / INDEX_DIR_NAME / DB_FILE_NAME
 
 
+class _Reader:
+    """One thread's read connection, its searcher, and the identity of the file it opened."""
+
+    def __init__(self, db_path: Path) -> None:
+        self.thread = threading.current_thread()
+        self.opened = file_id(db_path)  # taken before opening: a swap in between only reopens
+        self.store = Store(db_path, readonly=True)
+        self.searcher: Searcher | None = None
+        self.closed = False
+
+    def close(self) -> None:
+        """Close the connection; a reader still using it from another thread keeps it open (its
+        owner sees `closed` and reopens, or the thread exits and releases it)."""
+        self.closed = True
+        if self.searcher is not None:
+            self.searcher.close()
+        try:
+            self.store.close()
+        except apsw.ThreadingViolationError:
+            pass
+
+
 class Library:
-    """One folder of Markdown documents and its index file."""
+    """One folder of Markdown documents and its index file.
+
+    Threads and connections (who owns what):
+
+    - Writing: `index()` takes the writer lock, opens one writer connection on the calling thread
+      and closes both before it returns. Parse workers are processes and never touch the index.
+    - Reading: every thread that reads (the caller, each MCP tool thread, each terminal-app worker)
+      owns exactly one read-only `Store`, opened on its first read, and one `Searcher` on it. The
+      searcher owns one helper thread with one more read connection (node-level BM25 runs beside
+      the passage query), so 8 MCP tool threads hold up to 16 read connections. A connection is
+      only ever used by the thread that owns it.
+    - Every read connection is listed in one registry under a lock. `close()` closes all of them,
+      whichever thread opened them, and stops every searcher's helper thread (its connection
+      closes as that thread ends); a thread whose connection was closed gets a new one on its
+      next read. Connections of threads that have ended are closed when the next one registers.
+    - Every `store` access costs one `os.stat` of the index path: when the file was replaced
+      (a full rebuild swapped in, `rm -rf .markindex && markindex index`) or removed, the calling
+      thread's connection is closed and reopened, or the call fails with IndexMissing. Threads
+      notice on their own next read, so no thread ever closes a connection another is using.
+    """
 
     def __init__(self, root: str | Path, db: str | Path | None = None) -> None:
         root = Path(root).expanduser()
@@ -33,26 +78,37 @@ class Library:
         self.root = root.resolve()
         self.db_path = Path(db).expanduser().resolve() if db else default_db_path(self.root)
         self._local = threading.local()
+        self._readers: list[_Reader] = []
+        self._readers_lock = threading.Lock()
+        self._build_pending = threading.Event()
 
     # ----- writing ----------------------------------------------------------------------------
     def ensure_db_dir(self) -> None:
-        """Create the index folder, or explain how to index a read-only library."""
+        """Create the index folder, or say which folder is read-only and how to index anyway."""
         if self.db_path.is_dir():
             raise InvalidArgument(
                 f"--db {self.db_path} is a folder", "pass a file path, e.g. --db /tmp/docs.db"
             )
+        folder = self.db_path.parent
         try:
-            self.db_path.parent.mkdir(parents=True, exist_ok=True)
-            probe = self.db_path.parent / ".markindex-write-test"
+            folder.mkdir(parents=True, exist_ok=True)
+            probe = folder / ".markindex-write-test"
             probe.touch()
             probe.unlink()
         except OSError as exc:
-            hint = "pass --db FILE to keep the index elsewhere"
-            if exc.errno in (errno.EACCES, errno.EROFS, errno.EPERM):
-                hint = "the library is read-only: " + hint
             raise ReadOnlyLibrary(
-                f"cannot write the index to {self.db_path.parent} ({exc.strerror or exc})", hint
+                f"cannot write the index to {folder} ({exc.strerror or exc})",
+                _read_only_hint(folder, self.root, exc),
             ) from None
+
+    def expect_build(self) -> None:
+        """Note that an `index()` run has been scheduled (e.g. `mcp --reindex-on-start`), so the
+        tools say INDEX_BUILDING, not INDEX_MISSING, before the build has taken the writer lock."""
+        self._build_pending.set()
+
+    @property
+    def build_pending(self) -> bool:
+        return self._build_pending.is_set()
 
     def index(
         self,
@@ -63,27 +119,68 @@ class Library:
         workers: int | None = None,
     ) -> IndexReport:
         """Bring the index in line with the folder (incremental). Fails fast if another writer runs."""
+        try:
+            return self._index(ignore, setext, progress, workers)
+        finally:
+            self._build_pending.clear()
+
+    def _index(
+        self,
+        ignore: list[str] | None,
+        setext: bool | None,
+        progress: Progress | None,
+        workers: int | None,
+    ) -> IndexReport:
         from markindex_core.index.indexer import Indexer, open_for_writing
 
         self.ensure_db_dir()
-        store, lock = open_for_writing(self.db_path)
+        existed = self.db_path.exists()
         try:
-            return Indexer(self.root, store, ignore=ignore, setext=setext, workers=workers).run(
+            store, lock = open_for_writing(self.db_path)
+        except OSError as exc:  # the lock file: disk full, read-only folder
+            raise os_error(exc, self.db_path) from None
+        done = False
+        try:
+            report = Indexer(self.root, store, ignore=ignore, setext=setext, workers=workers).run(
                 progress
             )
+            done = True
+            return report
+        except (apsw.Error, OSError) as exc:
+            errno_ = store.conn.system_errno if isinstance(exc, apsw.Error) else 0
+            raise write_error(exc, self.db_path, errno_) from None
         finally:
-            store.close()
+            _close_writer(store, self.db_path, discard=not existed and not done)
             lock.release()
 
     # ----- reading ----------------------------------------------------------------------------
     @property
     def store(self) -> Store:
-        """A read-only connection for the calling thread (APSW connections are per thread)."""
-        store: Store | None = getattr(self._local, "store", None)
-        if store is None:
-            store = Store(self.db_path, readonly=True)
-            self._local.store = store
-        return store
+        """The calling thread's read-only connection, reopened if the index file was replaced."""
+        return self._reader().store
+
+    def _reader(self) -> _Reader:
+        reader: _Reader | None = getattr(self._local, "reader", None)
+        if reader is not None and not reader.closed and reader.opened == file_id(self.db_path):
+            return reader
+        if reader is not None:
+            self._forget(reader)
+        reader = _Reader(self.db_path)  # raises IndexMissing when the file is gone
+        with self._readers_lock:
+            ended = [r for r in self._readers if not r.thread.is_alive()]
+            self._readers = [r for r in self._readers if r.thread.is_alive()]
+            self._readers.append(reader)
+        for old in ended:
+            old.close()
+        self._local.reader = reader
+        return reader
+
+    def _forget(self, reader: _Reader) -> None:
+        with self._readers_lock:
+            if reader in self._readers:
+                self._readers.remove(reader)
+        reader.close()
+        self._local.reader = None
 
     def has_index(self) -> bool:
         return self.db_path.exists()
@@ -97,11 +194,10 @@ class Library:
 
     def searcher(self) -> Searcher:
         """A searcher on this thread's read connection."""
-        searcher: Searcher | None = getattr(self._local, "searcher", None)
-        if searcher is None or searcher.store is not self.store:
-            searcher = Searcher(self.store)
-            self._local.searcher = searcher
-        return searcher
+        reader = self._reader()
+        if reader.searcher is None:
+            reader.searcher = Searcher(reader.store)
+        return reader.searcher
 
     def search(
         self,
@@ -118,12 +214,50 @@ class Library:
         """Run one agent tool (see `tools.py`) and return its JSON envelope; never raises."""
         return call_tool(self, name, args)
 
+    def open_connections(self) -> int:
+        """Read connections open now, over all threads (not counting searcher helpers)."""
+        with self._readers_lock:
+            return sum(1 for r in self._readers if not r.closed)
+
     def close(self) -> None:
-        searcher: Searcher | None = getattr(self._local, "searcher", None)
-        if searcher is not None:
-            searcher.close()
-        store: Store | None = getattr(self._local, "store", None)
-        if store is not None:
-            store.close()
-            self._local.store = None
-            self._local.searcher = None
+        """Close every thread's read connection; the library stays usable (reads reopen)."""
+        with self._readers_lock:
+            readers, self._readers = self._readers, []
+        for reader in readers:
+            reader.close()
+        self._local.reader = None
+
+
+def _read_only_hint(folder: Path, root: Path, exc: OSError) -> str:
+    """Which folder is read-only, and what to do about it."""
+    hint = "pass --db FILE to keep the index elsewhere"
+    if exc.errno not in (errno.EACCES, errno.EROFS, errno.EPERM):
+        return hint
+    inside = folder != root and folder.is_relative_to(root)
+    if inside and folder.exists() and os.access(root, os.W_OK):
+        return f"the index folder {folder} is read-only (the library itself is not): " + hint
+    return f"the folder {_nearest(folder)} is read-only: " + hint
+
+
+def _nearest(folder: Path) -> Path:
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    return folder
+
+
+def _close_writer(store: Store, db_path: Path, *, discard: bool) -> None:
+    """Close the writer connection. When the first build of a new index failed (e.g. on a full
+    disk) before any document was committed, delete the file, so the next run starts clean
+    instead of tripping over a half-written one."""
+    empty = True
+    if discard:
+        try:
+            empty = store.scalar("SELECT 1 FROM documents LIMIT 1") is None
+        except apsw.Error:
+            pass
+    try:
+        store.close()
+    except apsw.Error:
+        pass
+    if discard and empty:
+        remove_db_files(db_path)

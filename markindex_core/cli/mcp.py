@@ -109,6 +109,7 @@ def reindex_in_background(
     async def start() -> None:
         threading.Thread(target=work, name="markindex-reindex", daemon=True).start()
 
+    lib.expect_build()  # tools say INDEX_BUILDING, not INDEX_MISSING, until the build has run
     return start
 
 

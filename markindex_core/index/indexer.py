@@ -61,6 +61,7 @@ from markindex_core.index.workers import (
 from markindex_core.model import ParsedDocument, SkippedFile
 from markindex_core.store.db import DocState, Store
 from markindex_core.store.lock import WriterLock
+from markindex_core.store.rebuild import rebuild_beside
 from markindex_core.text import segment
 
 Progress = Callable[[int, int, str], None]
@@ -135,17 +136,31 @@ class Indexer:
     def run(
         self, progress: Progress | None = None, paths: Iterable[str] | None = None
     ) -> IndexReport:
-        """Reconcile the whole library, or only `paths` (files or folders, library-relative)."""
-        t0 = time.perf_counter()
-        report = IndexReport()
-        rebuilt: set[str] = set()
+        """Reconcile the whole library, or only `paths` (files or folders, library-relative).
+
+        A changed fingerprint rebuilds everything into a new file beside the live index, swapped in
+        when whole (see `rebuild.py`), so readers never see a half-built index."""
         fp = fingerprint(self.params)
         old_fp = self.store.get_meta("fingerprint")
+        if old_fp is None or old_fp == fp:
+            return self._run(fp, old_fp, progress, paths, set())
+        rebuilt = set(self.store.doc_states())  # reported as updated, not added
+        with rebuild_beside(self.store):
+            report = self._run(fp, old_fp, progress, None, rebuilt)
+        report.full_rebuild = _why(old_fp, fp)
+        return report
+
+    def _run(
+        self,
+        fp: str,
+        old_fp: str | None,
+        progress: Progress | None,
+        paths: Iterable[str] | None,
+        rebuilt: set[str],
+    ) -> IndexReport:
+        t0 = time.perf_counter()
+        report = IndexReport()
         if old_fp != fp:
-            if old_fp is not None:
-                report.full_rebuild = _why(old_fp, fp)
-                rebuilt = set(self.store.doc_states())  # reported as updated, not added
-                self.store.clear()
             paths = None
             self.store.set_meta({"fingerprint": fp, "setext": str(int(self.params.setext))})
         states = self.store.doc_states()

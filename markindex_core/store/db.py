@@ -21,6 +21,7 @@ import apsw.bestpractice
 from markindex_core.config import LINE_BLOCK_SIZE, SCHEMA_VERSION
 from markindex_core.errors import IndexMissing, MarkindexError
 from markindex_core.model import ParsedDocument
+from markindex_core.store.files import open_error, read_only_file
 from markindex_core.store.rows import DocumentRow, LinkRow, NodeRow, named_rows
 from markindex_core.text.segment import FTS_TOKENCHARS
 
@@ -103,37 +104,53 @@ class DocState:
 
 
 def connect(db_path: Path, *, readonly: bool = False) -> apsw.Connection:
-    """Open the index file; writers create and migrate it, readers require it to exist."""
-    if readonly:
-        if not db_path.exists():
-            raise IndexMissing(
-                f"no index at {db_path}", "run `markindex index ROOT` first (or pass --db FILE)"
-            )
-        flags = apsw.SQLITE_OPEN_READONLY
-    else:
-        flags = apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE
+    """Open the index file; writers create and migrate it, readers require it to exist.
+
+    Every failure becomes one `MarkindexError` that says what is wrong (missing, permission,
+    read-only, disk full, damaged) and what to do next (see `files.open_error`)."""
+    if readonly and not db_path.exists():
+        raise IndexMissing(
+            f"no index at {db_path}", "run `markindex index ROOT` first (or pass --db FILE)"
+        )
+    flags = (
+        apsw.SQLITE_OPEN_READONLY
+        if readonly
+        else apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE
+    )
+    conn: apsw.Connection | None = None
     try:
         conn = apsw.Connection(str(db_path), flags=flags)
-        conn.set_busy_timeout(5_000)
-        if not readonly:
-            conn.pragma("journal_mode", "wal")
-            conn.pragma("synchronous", "normal")
-        conn.pragma("cache_size", -32_768)
-        apsw.bestpractice.connection_dqs(conn)
-        if not readonly:
-            _migrate(conn)
-        else:
-            version = conn.pragma("user_version")
-            if version != SCHEMA_VERSION:
-                raise IndexMissing(
-                    f"index at {db_path} has schema {version}, this markindex needs {SCHEMA_VERSION}",
-                    "run `markindex index ROOT` to rebuild it",
-                )
+        _prepare(conn, db_path, readonly)
     except apsw.Error as exc:
-        raise MarkindexError(
-            f"cannot open index {db_path}: {exc}", "check the path, or delete the file to rebuild"
-        ) from None
+        errno_ = conn.system_errno if conn is not None else 0
+        if conn is not None:
+            conn.close()
+        raise open_error(exc, db_path, readonly=readonly, errno_=errno_) from None
+    except MarkindexError:
+        if conn is not None:
+            conn.close()
+        raise
     return conn
+
+
+def _prepare(conn: apsw.Connection, db_path: Path, readonly: bool) -> None:
+    conn.set_busy_timeout(5_000)
+    if not readonly:
+        if conn.readonly("main"):  # SQLite fell back to read-only: say so before the first write
+            raise read_only_file(db_path)
+        conn.pragma("journal_mode", "wal")
+        conn.pragma("synchronous", "normal")
+    conn.pragma("cache_size", -32_768)
+    apsw.bestpractice.connection_dqs(conn)
+    if not readonly:
+        _migrate(conn)
+        return
+    version = conn.pragma("user_version")
+    if version != SCHEMA_VERSION:
+        raise IndexMissing(
+            f"index at {db_path} has schema {version}, this markindex needs {SCHEMA_VERSION}",
+            "run `markindex index ROOT` to rebuild it",
+        )
 
 
 def _migrate(conn: apsw.Connection) -> None:

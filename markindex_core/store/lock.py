@@ -76,8 +76,12 @@ class WriterLock:
         if not _lock_exclusive(fd):
             os.close(fd)
             return False
-        os.ftruncate(fd, 0)
-        os.write(fd, str(os.getpid()).encode())
+        try:
+            os.ftruncate(fd, 0)
+            os.write(fd, str(os.getpid()).encode())
+        except OSError:  # e.g. a full disk: don't keep the lock through a leaked descriptor
+            os.close(fd)
+            raise
         self._fd = fd
         _HELD.add(self)
         return True

@@ -18,6 +18,11 @@ class IndexAccess(Protocol):
     def db_path(self) -> Path: ...
 
     @property
+    def build_pending(self) -> bool:
+        """A build was scheduled in this process and has not started writing yet."""
+        ...
+
+    @property
     def store(self) -> Store:
         """A read-only connection for the calling thread."""
         ...

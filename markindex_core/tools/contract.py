@@ -27,7 +27,7 @@ from markindex_core.config import (
     TOOL_ERROR_DETAIL_CHARS,
     TOOL_MAX_PART,
 )
-from markindex_core.errors import MarkindexError
+from markindex_core.errors import IndexMissing, MarkindexError
 from markindex_core.store.lock import lock_path_for, writer_active
 from markindex_core.tools.check import BadInput, ToolFailure, steps, validate
 from markindex_core.tools.read import browse_documents, get_document, get_document_structure
@@ -261,14 +261,19 @@ def index_being_built(lib: IndexAccess) -> bool:
     return writer_active(lock_path_for(lib.db_path))
 
 
+def _build_expected(lib: IndexAccess) -> bool:
+    """A writer holds the lock, or this process has scheduled a build that has not started yet."""
+    return lib.build_pending or index_being_built(lib)
+
+
 def _open_store(lib: IndexAccess) -> Store:
     try:
         store = lib.store
-    except MarkindexError as exc:
-        if index_being_built(lib):
+    except IndexMissing as exc:
+        if _build_expected(lib):
             raise _building() from None
         raise ToolFailure(
-            exc.code if exc.code != "ERROR" else "INDEX_MISSING",
+            "INDEX_MISSING",
             f"this library has no usable index yet: {exc.message}",
             details={"hint": exc.hint},
             next_steps=steps(
@@ -276,7 +281,14 @@ def _open_store(lib: IndexAccess) -> Store:
                 "--reindex-on-start); the tools cannot build it"
             ),
         ) from None
-    if not store.has_documents() and index_being_built(lib):
+    except MarkindexError as exc:  # the index exists but can't be used: say why, not "missing"
+        raise ToolFailure(
+            exc.code if exc.code != "ERROR" else "INDEX_UNUSABLE",
+            f"the index of this library cannot be read: {exc.message}",
+            details={"hint": exc.hint},
+            next_steps=steps(f"an operator must fix this: {exc.hint}" if exc.hint else "retry"),
+        ) from None
+    if not store.has_documents() and _build_expected(lib):
         raise _building()
     return store
 

@@ -1,0 +1,185 @@
+"""The index as files on a disk: which file a connection has open, the files SQLite keeps beside it,
+and one clear error (with what to do next) for whatever the disk or the permissions refuse.
+
+A reader compares `file_id` of the index path with the one it opened, so an index that was deleted or
+replaced (`rm -rf .markindex && markindex index`, or a full rebuild swapped in) is noticed with one
+`os.stat` instead of being served from the unlinked file forever.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import pwd
+import stat
+from pathlib import Path
+
+import apsw
+
+from markindex_core.config import DISK_FULL_MARGIN_BYTES, REBUILD_FILE_SUFFIX, SQLITE_SIDE_SUFFIXES
+from markindex_core.errors import (
+    DiskFull,
+    IndexUnusable,
+    MarkindexError,
+    PermissionDenied,
+    ReadOnlyLibrary,
+)
+
+FileId = tuple[int, int]  # (device, inode): the identity of the file behind a path
+
+_FULL_ERRNOS = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
+_DENIED_ERRNOS = (errno.EACCES, errno.EPERM)
+_OTHER_USER = "ask its owner for access, or pass --db FILE to use an index of your own"
+
+
+def file_id(path: Path) -> FileId | None:
+    """The identity of the file at `path` now, or None when there is none."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
+
+
+def rebuild_path(db_path: Path) -> Path:
+    """Where a full rebuild is written before it replaces `db_path`."""
+    return db_path.with_name(db_path.name + REBUILD_FILE_SUFFIX)
+
+
+def side_files(db_path: Path) -> list[Path]:
+    """The -wal, -shm and -journal files SQLite may keep beside `db_path`."""
+    return [db_path.with_name(db_path.name + suffix) for suffix in SQLITE_SIDE_SUFFIXES]
+
+
+def remove_db_files(db_path: Path, *, main: bool = True) -> None:
+    """Delete a database file (unless `main` is False) and the side files SQLite keeps beside it."""
+    for path in ([db_path] if main else []) + side_files(db_path):
+        path.unlink(missing_ok=True)
+
+
+def fsync_dir(folder: Path) -> None:
+    """Make a rename in `folder` durable (best effort: some file systems refuse)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _owner(path: Path) -> str:
+    try:
+        uid = os.stat(path).st_uid
+    except OSError:
+        return "its owner"
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return f"uid {uid}"
+
+
+def _existing(path: Path) -> Path:
+    """`path` or its nearest existing ancestor (for statvfs and permission checks)."""
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
+
+
+def disk_is_full(path: Path) -> bool:
+    """True when the file system holding `path` has (almost) no room left for this user."""
+    try:
+        st = os.statvfs(_existing(path))
+    except OSError:
+        return False
+    return st.f_bavail * st.f_frsize < DISK_FULL_MARGIN_BYTES
+
+
+def disk_full(path: Path) -> DiskFull:
+    return DiskFull(
+        f"no space left to write the index {path}",
+        "free some space on that disk (or pass --db FILE on another disk), then run "
+        "`markindex index ROOT` again",
+    )
+
+
+def os_error(exc: OSError, path: Path) -> MarkindexError:
+    """An OSError met while writing next to the index (lock file, side files) as one clear error."""
+    if exc.errno in _FULL_ERRNOS:
+        return disk_full(path)
+    where = Path(exc.filename) if isinstance(exc.filename, str) else path
+    if exc.errno in _DENIED_ERRNOS or exc.errno == errno.EROFS:
+        return ReadOnlyLibrary(
+            f"cannot write {where} ({exc.strerror or exc}): {where.parent} is read-only "
+            "for this user",
+            "make it writable, or pass --db FILE to keep the index elsewhere",
+        )
+    return MarkindexError(
+        f"indexing stopped: {exc.strerror or exc} ({where})",
+        "check that file and the disk, then run `markindex index ROOT` again",
+    )
+
+
+def _unreadable(path: Path) -> PermissionDenied | None:
+    """Why this user can't read the index, if it is a permission matter."""
+    if os.path.exists(path) and not os.access(path, os.R_OK):
+        return PermissionDenied(
+            f"permission denied reading the index {path} (owned by {_owner(path)})", _OTHER_USER
+        )
+    folder = path.parent
+    shm = path.with_name(path.name + "-shm")
+    if not os.access(folder, os.W_OK) and not shm.exists():
+        return PermissionDenied(
+            f"permission denied: reading the index {path} needs {shm.name} beside it, and this user "
+            f"may not create it in {folder} (owned by {_owner(folder)})",
+            _OTHER_USER,
+        )
+    if shm.exists() and not os.access(shm, os.R_OK):
+        return PermissionDenied(
+            f"permission denied reading {shm} (owned by {_owner(shm)})", _OTHER_USER
+        )
+    return None
+
+
+def read_only_file(path: Path) -> ReadOnlyLibrary:
+    mode = stat.S_IMODE(os.stat(path).st_mode) if path.exists() else 0
+    return ReadOnlyLibrary(
+        f"the index file {path} is read-only for this user (mode {mode:04o}, owner {_owner(path)})",
+        "make it writable (chmod u+w), ask its owner, or pass --db FILE to write the index elsewhere",
+    )
+
+
+def open_error(exc: apsw.Error, path: Path, *, readonly: bool, errno_: int = 0) -> MarkindexError:
+    """What an SQLite error while opening (or first using) the index really means, as one error."""
+    if isinstance(exc, apsw.FullError) or errno_ in _FULL_ERRNOS:
+        return disk_full(path)
+    if isinstance(exc, apsw.IOError) and disk_is_full(path):
+        return disk_full(path)
+    if isinstance(exc, (apsw.CantOpenError, apsw.ReadOnlyError, apsw.PermissionsError)):
+        denied = _unreadable(path)
+        if denied is not None:
+            return denied
+        if not readonly and isinstance(exc, apsw.ReadOnlyError):
+            return read_only_file(path)
+    if isinstance(exc, (apsw.CorruptError, apsw.NotADBError)):
+        return IndexUnusable(
+            f"the index {path} is damaged or not a markindex index: {exc}",
+            "delete it (with its -wal and -shm files) and run `markindex index ROOT` to rebuild",
+        )
+    return MarkindexError(
+        f"cannot use the index {path}: {exc}", "check the file, its folder and the disk"
+    )
+
+
+def write_error(exc: apsw.Error | OSError, path: Path, errno_: int = 0) -> MarkindexError:
+    """An error met while writing the index, as one clear error."""
+    if isinstance(exc, OSError):
+        return os_error(exc, path)
+    if isinstance(exc, apsw.ReadOnlyError) and not os.access(path.parent, os.W_OK):
+        return os_error(PermissionError(errno.EACCES, os.strerror(errno.EACCES)), path)
+    if isinstance(exc, apsw.ReadOnlyError):
+        return read_only_file(path)
+    return open_error(exc, path, readonly=False, errno_=errno_)

@@ -1,0 +1,65 @@
+"""Full rebuilds beside the live index: readers keep the old index until the new one is whole.
+
+A format change or a `--setext` toggle rebuilds every document. Clearing the live index first would
+show readers an empty or half-built library for as long as the build runs; instead the writer builds
+into `index.db.rebuild` in the same folder and swaps it in with one `os.replace`. Readers notice the
+new file by its inode (see `files.file_id`) and reopen.
+
+The WAL side files belong to a database *file*, not to its name: a stale `index.db-wal` beside the
+new file would be replayed into it. So the new file is checkpointed and closed by its only
+connection (SQLite then deletes its -wal and -shm), the old file is checkpointed, and the old side
+files are removed before the rename. A crash at any point leaves the old index (the rename is
+atomic) and a stale `.rebuild` file, which the next rebuild deletes before it starts. The caller holds
+the writer lock throughout.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import apsw
+
+from markindex_core.store.db import Store, connect
+from markindex_core.store.files import fsync_dir, rebuild_path, remove_db_files
+
+_OLD_CHECKPOINT_WAIT_MS = 1_000  # readers of the old index may delay its last checkpoint this long
+
+
+@contextmanager
+def rebuild_beside(store: Store) -> Iterator[None]:
+    """Point the writer `store` at a fresh file for the body, then swap that file in whole.
+
+    On an error the store goes back to the live index and the partial file is deleted."""
+    live = store.path
+    fresh = rebuild_path(live)
+    remove_db_files(fresh)  # left by a crashed rebuild
+    old_conn = store.conn
+    store.conn = connect(fresh)
+    try:
+        yield
+    except BaseException:
+        store.conn.close()
+        store.conn = old_conn
+        remove_db_files(fresh)
+        raise
+    _swap(store, old_conn)
+
+
+def _swap(store: Store, old_conn: apsw.Connection) -> None:
+    live = store.path
+    fresh = rebuild_path(live)
+    store.conn.pragma("wal_checkpoint(TRUNCATE)")
+    store.conn.close()  # the only connection: SQLite folds and deletes fresh's -wal and -shm
+    remove_db_files(fresh, main=False)  # empty after the checkpoint; never let them outlive it
+    old_conn.set_busy_timeout(_OLD_CHECKPOINT_WAIT_MS)
+    try:
+        old_conn.pragma("wal_checkpoint(TRUNCATE)")  # so the old file is whole on its own
+    except apsw.BusyError:
+        pass  # a reader holds an old snapshot; the old file is replaced anyway
+    old_conn.close()
+    remove_db_files(live, main=False)  # readers that have them open keep their copies
+    os.replace(fresh, live)
+    fsync_dir(live.parent)
+    store.conn = connect(live)

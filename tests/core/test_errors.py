@@ -1,0 +1,273 @@
+"""One clear error line (never a traceback) for what the disk or the permissions refuse.
+
+The permission cases run the real command as the unprivileged user `nobody` (root reads and writes
+anything), in a temporary folder everyone may enter. A full disk is simulated two ways: a file size
+limit (RLIMIT_FSIZE with SIGXFSZ ignored, so writes fail with EFBIG) and, where this process may
+mount one, a tiny tmpfs (real ENOSPC).
+"""
+
+from __future__ import annotations
+
+import functools
+import grp
+import json
+import os
+import pwd
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from markindex_core.library import Library
+
+from .helpers import REPO_ROOT, check_store_consistent, make_library, write
+
+AS_NOBODY = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
+CHILD_ENV = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+
+
+@functools.cache
+def nobody_unavailable() -> str | None:
+    """Why the permission cases can't run here, or None when they can."""
+    if os.geteuid() != 0:
+        return "needs root, to create files as root and run the command as `nobody`"
+    if shutil.which("setpriv") is None:
+        return "needs setpriv (util-linux) to drop to `nobody`"
+    try:
+        pwd.getpwnam("nobody")
+        grp.getgrnam("nogroup")
+    except KeyError:
+        return "needs the user `nobody` and the group `nogroup`"
+    probe = subprocess.run(
+        [*AS_NOBODY, sys.executable, "-c", "import apsw, markindex_core.library"],
+        cwd=REPO_ROOT,
+        env=CHILD_ENV,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    if probe.returncode != 0:
+        return f"`nobody` cannot run {sys.executable} on this checkout: {probe.stderr[-300:]}"
+    return None
+
+
+@pytest.fixture
+def shared_tmp() -> Iterator[Path]:
+    """A temporary folder `nobody` may enter (pytest's own is private to root)."""
+    reason = nobody_unavailable()
+    if reason:
+        pytest.skip(reason)
+    path = Path(tempfile.mkdtemp(prefix="markindex-perm-"))
+    path.chmod(0o755)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def markindex(*args: str, nobody: bool = False, prefix: list[str] | None = None) -> tuple[int, str]:
+    """Run the real command; return its exit code and stderr."""
+    cmd = [*(prefix or [sys.executable]), "-m", "markindex_core", *args]
+    if prefix is not None:
+        cmd = [*prefix, *args]
+    proc = subprocess.run(
+        [*(AS_NOBODY if nobody else []), *cmd],
+        cwd=REPO_ROOT,
+        env=CHILD_ENV,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    return proc.returncode, proc.stderr
+
+
+def one_clear_line(stderr: str) -> str:
+    assert "Traceback" not in stderr, stderr
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1, stderr
+    assert lines[0].startswith("error: ") and "(hint: " in lines[0], stderr
+    return lines[0]
+
+
+def chown_tree(path: Path, user: str = "nobody") -> None:
+    uid, gid = pwd.getpwnam(user).pw_uid, grp.getgrnam("nogroup").gr_gid
+    for p in [path, *path.rglob("*")]:
+        os.chown(p, uid, gid)
+
+
+# ----- permissions -------------------------------------------------------------------------------
+def test_another_user_cannot_read_a_root_owned_index(shared_tmp: Path) -> None:
+    root = make_library(shared_tmp / "lib")
+    Library(root).index()  # as root: .markindex/ is 0755, the index 0644, no -shm after close
+    db = root / ".markindex" / "index.db"
+    code, err = markindex("search", str(root), "document", nobody=True)
+    line = one_clear_line(err)
+    assert code == 1 and "permission denied" in line and "index.db-shm" in line, line
+    assert "owned by root" in line and "--db" in line and "delete" not in line, line
+    db.chmod(0o600)
+    code, err = markindex("search", str(root), "document", nobody=True)
+    line = one_clear_line(err)
+    assert code == 1 and f"permission denied reading the index {db}" in line, line
+    assert "owned by root" in line and "--db" in line and "delete" not in line, line
+    script = (
+        "import sys; from markindex_core.library import Library; "
+        "print(Library(sys.argv[1]).call_tool('browse_documents', {}))"
+    )
+    proc = subprocess.run(
+        [*AS_NOBODY, sys.executable, "-c", script, str(root)],
+        cwd=REPO_ROOT,
+        env=CHILD_ENV,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    env = json.loads(proc.stdout)
+    assert env["code"] == "PERMISSION_DENIED", env
+    assert "permission denied" in env["error"] and "owner" in env["next_steps"]["message"], env
+    assert "must run `markindex index" not in env["next_steps"]["message"], env
+
+
+def test_read_only_index_file_is_one_clear_error(shared_tmp: Path) -> None:
+    root = make_library(shared_tmp / "lib")
+    chown_tree(root)
+    code, err = markindex("index", str(root), nobody=True)
+    assert code == 0, err
+    db = root / ".markindex" / "index.db"
+    db.chmod(0o444)
+    write(root, "new.md", "# New\n\nA new document.\n")
+    os.chown(root / "new.md", pwd.getpwnam("nobody").pw_uid, -1)
+    code, err = markindex("index", str(root), nobody=True)
+    line = one_clear_line(err)
+    assert code == 1 and f"the index file {db} is read-only" in line and "0444" in line, line
+    assert "chmod u+w" in line and "--db" in line, line
+
+
+def test_read_only_index_folder_names_that_folder_not_the_library(shared_tmp: Path) -> None:
+    root = make_library(shared_tmp / "lib")
+    chown_tree(root)
+    (root / ".markindex").mkdir(mode=0o755)  # root's: only the index folder is read-only
+    code, err = markindex("index", str(root), nobody=True)
+    line = one_clear_line(err)
+    assert code == 1 and f"the index folder {root / '.markindex'} is read-only" in line, line
+    assert "the library itself is not" in line and "--db" in line, line
+    other = shared_tmp / "elsewhere.db"
+    (shared_tmp / "ro").mkdir(mode=0o755)
+    code, err = markindex("index", str(root), "--db", str(shared_tmp / "ro" / "x.db"), nobody=True)
+    line = one_clear_line(err)
+    assert f"the folder {shared_tmp / 'ro'} is read-only" in line, line
+    assert not other.exists()
+
+
+# ----- a full disk -------------------------------------------------------------------------------
+def limited(size: int) -> list[str]:
+    """A `markindex` command line whose process may write files of at most `size` bytes."""
+    code = (
+        "import resource, runpy, signal, sys; signal.signal(signal.SIGXFSZ, signal.SIG_IGN); "
+        f"resource.setrlimit(resource.RLIMIT_FSIZE, ({size}, {size})); "
+        "sys.argv[0] = 'markindex'; runpy.run_module('markindex_core', run_name='__main__')"
+    )
+    return [sys.executable, "-c", code]
+
+
+def big_docs(root: Path, n: int = 80) -> Path:
+    for i in range(n):
+        write(root, f"d{i:03d}.md", f"# Doc {i}\n\n" + f"sentence {i} with words. " * 2000)
+    return root
+
+
+def test_file_size_limit_while_indexing_is_one_clear_error(tmp_path: Path) -> None:
+    root = big_docs(tmp_path / "lib")
+    db = tmp_path / "db" / "index.db"
+    for _ in range(2):  # the second run must not blame a damaged file
+        code, err = markindex("index", str(root), "--db", str(db), prefix=limited(300_000))
+        line = one_clear_line(err)
+        assert code == 1 and f"no space left to write the index {db}" in line, line
+        assert "free some space" in line and "delete" not in line, line
+    assert not db.with_name("index.db-wal").exists()
+    code, err = markindex("index", str(root), "--db", str(db))
+    assert code == 0, err
+    assert check_store_consistent(db) == 80
+
+
+def test_lock_file_that_cannot_be_written_is_one_clear_error(tmp_path: Path) -> None:
+    root = make_library(tmp_path / "lib")
+    code, err = markindex("index", str(root), prefix=limited(0))
+    line = one_clear_line(err)
+    assert code == 1 and "no space left to write the index" in line, line
+
+
+@pytest.fixture
+def tiny_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 512 KiB tmpfs, when this process may mount one."""
+    mnt = tmp_path / "disk"
+    mnt.mkdir()
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        pytest.skip("mounting a tmpfs needs root")
+    proc = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", str(mnt)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    if proc.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {proc.stderr.strip()}")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], capture_output=True, timeout=30)
+
+
+def test_full_disk_is_one_clear_error_and_the_next_run_recovers(
+    tmp_path: Path, tiny_disk: Path
+) -> None:
+    root = big_docs(tmp_path / "lib")
+    db = tiny_disk / "index.db"
+    for _ in range(2):
+        code, err = markindex("index", str(root), "--db", str(db))
+        line = one_clear_line(err)
+        assert code == 1 and f"no space left to write the index {db}" in line, line
+        assert "delete" not in line, line
+    assert not db.with_name("index.db-wal").exists(), "no uncommitted WAL is left behind"
+    subprocess.run(
+        ["mount", "-o", "remount,size=64m", str(tiny_disk)], check=True, capture_output=True
+    )
+    code, err = markindex("index", str(root), "--db", str(db))
+    assert code == 0, err
+    assert check_store_consistent(db) == 80
+
+
+def test_a_lock_file_that_cannot_be_written_is_not_kept_locked(tmp_path: Path) -> None:
+    """A long-running process (a server with --reindex-on-start) that met a full disk while taking
+    the writer lock must not keep holding it: the next build (and other writers) can go ahead."""
+    root = make_library(tmp_path / "lib")
+    script = """
+import resource, signal, sys
+from markindex_core.errors import DiskFull
+from markindex_core.library import Library
+from markindex_core.store.lock import lock_path_for, writer_active
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+lib = Library(sys.argv[1])
+soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+resource.setrlimit(resource.RLIMIT_FSIZE, (0, hard))
+try:
+    lib.index()
+except DiskFull as exc:
+    print("diskfull", exc.message)
+resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+print("locked", writer_active(lock_path_for(lib.db_path)))
+print("added", len(lib.index().added))
+"""
+    proc = subprocess.run(
+        [sys.executable, "-c", script, str(root)],
+        cwd=REPO_ROOT,
+        env=CHILD_ENV,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("diskfull no space left"), proc.stdout
+    assert lines[1:] == ["locked False", "added 12"], proc.stdout
