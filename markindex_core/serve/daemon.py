@@ -50,6 +50,7 @@ from typing import Any
 import apsw
 
 from markindex_core.config import (
+    DAEMON_CHECKPOINT_BUSY_MS,
     DAEMON_ERRORS_KEPT,
     DAEMON_FULL_SCAN_PATHS,
     DAEMON_GUARD_S,
@@ -62,6 +63,7 @@ from markindex_core.config import (
     DAEMON_ROOT_WAIT_S,
     DAEMON_SETTLED_QUIET_MS,
     DAEMON_SHUTDOWN_S,
+    DAEMON_TIDY_DEFER_WRITES,
     DAEMON_TIDY_IDLE_S,
 )
 from markindex_core.errors import MarkindexError
@@ -168,6 +170,44 @@ def diagnose(exc: BaseException, db_path: Path) -> Problem:
     )
 
 
+class _LiveStore(Store):
+    """The daemon's writer store: a checkpoint after a save never waits for readers.
+
+    A full (truncating) checkpoint waits, up to the busy timeout, until no reader uses the WAL;
+    with an agent searching continuously that wait landed on the next save's latency. After a
+    save the daemon copies what it can (passive); it truncates the WAL when idle (`truncate`).
+    """
+
+    def checkpoint(self) -> None:
+        self.conn.pragma("wal_checkpoint", "passive")
+
+    def truncate(self) -> None:
+        self.conn.set_busy_timeout(DAEMON_CHECKPOINT_BUSY_MS)
+        try:
+            self.conn.pragma("wal_checkpoint", "truncate")
+        finally:
+            self.conn.set_busy_timeout(5_000)
+
+
+class _LiveIndexer(Indexer):
+    """The daemon's indexer: merging the search index's segments waits until the daemon is idle.
+
+    An FTS `optimize` rewrites the whole search index (long on a big library); run right after
+    a save, it delayed the next save by as much. The daemon runs it when writes pause (see
+    `Daemon._tidy_when_idle`), or inline once `DAEMON_TIDY_DEFER_WRITES` writes piled up.
+    """
+
+    def tidy(self, *, writes: int = 0, force: bool = False) -> bool:
+        if force:
+            return super().tidy(writes=writes, force=True)
+        pending = int(self.store.get_meta("fts_pending_writes") or 0) + writes
+        if pending >= DAEMON_TIDY_DEFER_WRITES:
+            return super().tidy(writes=writes)
+        if writes:
+            self.store.set_meta({"fts_pending_writes": str(pending)})
+        return False
+
+
 class Daemon:
     """Keeps one library's index equal to its folder while the process runs."""
 
@@ -191,8 +231,8 @@ class Daemon:
         self.fatal: DaemonStopped | None = None
         self.ended = asyncio.Event()  # set (on the loop) when the daemon gives up: see `fatal`
         self._writer = ThreadPoolExecutor(1, thread_name_prefix="markindex-writer")
-        self._store: Store | None = None  # writer thread only
-        self._indexer: Indexer | None = None  # writer thread only
+        self._store: _LiveStore | None = None  # writer thread only
+        self._indexer: _LiveIndexer | None = None  # writer thread only
         self._coalescer: Coalescer | None = None
         self._watch: WatchHandle | None = None
         self._alarm: OverflowAlarm | None = None
@@ -484,6 +524,8 @@ class Daemon:
         try:
             if self._indexer is not None and self._indexer.tidy(force=True):
                 log.debug("merged the search index segments")
+            if self._store is not None:
+                self._store.truncate()
         except (apsw.Error, OSError) as exc:
             log.debug("could not merge the search index segments: %s", exc)
 
@@ -537,8 +579,10 @@ class Daemon:
 
     # ----- writer thread ----------------------------------------------------------------------
     def _open_writer(self) -> None:
-        self._store = Store(self.lib.db_path)
-        self._indexer = Indexer(self.lib.root, self._store, ignore=self.ignore, setext=self.setext)
+        self._store = _LiveStore(self.lib.db_path)
+        self._indexer = _LiveIndexer(
+            self.lib.root, self._store, ignore=self.ignore, setext=self.setext
+        )
         # This process has threads (watchdog, MCP, the loop): a forked parse worker could inherit
         # a lock some other thread held and hang. Workers come from a clean fork server instead,
         # started now with the parser loaded so a burst does not pay for it.
@@ -574,6 +618,7 @@ class Daemon:
         indexer.reload_rules()
         paths = minimal_paths(batch.paths)
         if batch.full or batch.rules_changed or len(paths) > DAEMON_FULL_SCAN_PATHS:
+            self._forget_skips(store, None)
             report = indexer.run(self._progress)
             _release_memory(report)
             return report
@@ -616,15 +661,19 @@ class Daemon:
                 if st.st_mtime_ns >= (float(doc["indexed_at"]) - DAEMON_RACY_S) * 1e9:
                     store.touch(rel, st.st_size, 0)
 
-    def _forget_skips(self, store: Store, paths: list[str]) -> None:
-        """Retry skipped files an event points at: a chmod changes neither size nor mtime, so a
-        remembered "permission denied" would otherwise stand for good."""
+    def _forget_skips(self, store: Store, paths: list[str] | None) -> None:
+        """Retry skipped files on a full reconcile (`paths` None) and whenever an event points at
+        them: a chmod changes neither size nor mtime, so a remembered "permission denied" would
+        otherwise stand for good."""
         skipped = store.skipped_states()
         if not skipped:
             return
-        prefixes = tuple(p + "/" for p in paths)
-        wanted = set(paths)
-        retry = [p for p in skipped if p in wanted or p.startswith(prefixes)]
+        if paths is None:
+            retry = list(skipped)
+        else:
+            prefixes = tuple(p + "/" for p in paths)
+            wanted = set(paths)
+            retry = [p for p in skipped if p in wanted or p.startswith(prefixes)]
         if retry:
             store.delete_documents(retry)
 

@@ -154,6 +154,32 @@ def test_root_gone_for_good_ends_the_daemon_with_one_clear_line(tmp_path: Path) 
     assert not read_status(Library(tmp_path, db))["daemon"]["alive"]
 
 
+def test_root_gone_for_good_ends_a_daemon_serving_mcp_too(tmp_path: Path) -> None:
+    """With MCP on stdio (the client still connected), the daemon ends rather than serve a
+    library that is gone."""
+    root = _lib(tmp_path, {"a.md": "# A\n\nalpha\n"})
+    db = tmp_path / "idx" / "index.db"
+    db.parent.mkdir()
+    err = tmp_path / "stderr.log"
+    with open(err, "wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "markindex_core", "daemon", str(root), "--db", str(db)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=log,
+        )
+        try:
+            wait_for(lambda: (read_status_file(db) or {}).get("reconciles"), timeout=30)
+            shutil.rmtree(root)
+            rc = proc.wait(DAEMON_ROOT_WAIT_S + 20)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    text = err.read_text(encoding="utf-8")
+    assert rc != 0 and f"the library folder {root} is gone" in text and "Traceback" not in text
+
+
 # ----- write failures: a full disk, a read-only index file -------------------------------------
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
