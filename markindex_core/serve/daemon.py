@@ -150,7 +150,7 @@ def diagnose(exc: BaseException, db_path: Path) -> Problem:
         if isinstance(e, apsw.FullError) or (isinstance(e, OSError) and e.errno in _FULL_ERRNOS):
             return Problem(
                 f"cannot write the index: the disk holding {db_path.parent} is full",
-                "free some space there (or pass --db FILE on another disk); "
+                "free some space there, or pass --db FILE on another disk; "
                 "writing resumes by itself",
                 reopen=False,
             )
@@ -431,9 +431,11 @@ class Daemon:
             batch = await self._coalescer.next_batch()
             if not batch:
                 continue
+            # Start writing first: the status file can be written while the reconcile runs.
+            pending = loop.run_in_executor(self._writer, self._reconcile, batch)
             self._begin()
             try:
-                report = await loop.run_in_executor(self._writer, self._reconcile, batch)
+                report = await pending
             except (asyncio.CancelledError, _Stopping, _Lost):
                 self._coalescer.put_back(batch)
                 raise
@@ -471,8 +473,7 @@ class Daemon:
             await asyncio.sleep(DAEMON_GUARD_S)
             reason = self._lost_reason()
             if reason and self._session is not None and not self._session.done():
-                log.warning("%s: restarting the live index", reason)
-                self._recovering(reason)
+                self._recovering(reason, "restarting the live index")
                 self._session.cancel()
             if time.monotonic() - self._published_at >= DAEMON_HEARTBEAT_S:
                 self._publish()
