@@ -310,6 +310,15 @@ class Daemon:
         guard = asyncio.create_task(self._supervised("guard", self._guard), name="markindex-guard")
         try:
             await self._sessions()
+        except DaemonStopped:
+            raise
+        except Exception as exc:  # a bug: end loudly rather than serve a stale index
+            log.debug("the live index failed", exc_info=True)
+            self.fatal = DaemonStopped(
+                f"the live index failed ({type(exc).__name__}: {exc})",
+                "see the log; restart `markindex daemon`",
+            )
+            raise self.fatal from exc
         finally:
             guard.cancel()
             self._shutdown()
@@ -505,7 +514,10 @@ class Daemon:
             # Cleared only once stopped: if this is cancelled, `_shutdown` stops it instead.
             await asyncio.to_thread(self._watch.stop)
             self._watch = None
-        await loop.run_in_executor(self._writer, self._close_writer)
+        try:
+            await loop.run_in_executor(self._writer, self._close_writer)
+        except (apsw.Error, OSError) as exc:  # e.g. its file was deleted: it is dropped anyway
+            log.debug("closing the old index: %s", exc)
         self.lock.release()
         self._set(writing=False, busy=False, progress=None)
         self._abort.clear()
@@ -598,7 +610,7 @@ class Daemon:
     def _close_writer(self) -> None:
         store, self._store, self._indexer = self._store, None, None
         if store is not None:
-            store.close()
+            store.close()  # first forget it: a failed close must not leave it in use
 
     def _ready_writer(self) -> tuple[Indexer, Store]:
         """The writer, reopened first when the last failure asked for it (e.g. made writable)."""
