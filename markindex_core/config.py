@@ -113,15 +113,13 @@ DAEMON_TIDY_IDLE_S = 5.0  # after this long without writes, merge FTS segments (
 DAEMON_TIDY_DEFER_WRITES = 64  # …which saves defer, up to this many writes, off their latency path
 DAEMON_CHECKPOINT_BUSY_MS = 100  # the idle WAL truncation waits at most this long for readers
 DAEMON_HEARTBEAT_S = 2.0  # status file refresh; a daemon silent for 3 beats counts as gone
+DAEMON_GUARD_S = 0.5  # how often the daemon checks that root, index file and lock are still its own
+DAEMON_ROOT_WAIT_S = 10.0  # a vanished library folder may come back this long, then the daemon ends
+DAEMON_SHUTDOWN_S = 20.0  # at stop, at most this long for an in-flight reconcile to end and commit
+STATUS_FILE_BLOCK = 4096  # the status file is padded to whole blocks (rewritable on a full disk)
 DAEMON_POLL_INTERVAL_S = 2.0  # polling observer interval (--poll, or inotify limits reached)
 DAEMON_FULL_SCAN_PATHS = 2000  # more dirty paths than this: one full reconcile is cheaper
 DAEMON_RACY_S = 2.0  # a file written this close to its indexing is re-hashed on its next event
 DAEMON_RETRY_S = (1.0, 30.0)  # back-off after a failed reconcile: first, maximum
 DAEMON_ERRORS_KEPT = 20  # recent errors kept in the status file
 STATUS_FILE_SUFFIX = ".daemon.json"  # beside the index: ROOT/.markindex/index.db.daemon.json
-STATUS_FILE_BLOCK = 4096  # the status file is padded to whole blocks (rewritable on a full disk)
-DAEMON_GUARD_S = 0.5  # how often the daemon checks that root, index file and lock are still its own
-DAEMON_ROOT_WAIT_S = (
-    10.0  # a vanished library folder may come back this long before the daemon exits
-)
-DAEMON_SHUTDOWN_S = 20.0  # at stop, at most this long for an in-flight reconcile to end and commit
