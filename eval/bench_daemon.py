@@ -7,14 +7,19 @@ itself is never written) with the index in a temp folder, and measures from this
 * burst: write 500 changed files at once (`git checkout` style: unlink + write), time until every
   one of them is in the index with its new content hash;
 * memory: the daemon's RSS after the initial build, peak RSS (VmHWM), and RSS at the end;
-* idle CPU: the daemon's CPU time over a quiet period.
+* idle CPU: the daemon's CPU time over a quiet period;
+* latency under load: the daemon serving MCP over stdio, an MCP client searching through it for
+  the fresh word (one query every 10 ms until it hits: words not in the index yet, each miss a
+  full substring pass), write one ~50 KB file, time until the client's search finds it.
 
 Usage: python eval/bench_daemon.py [--library DIR] [--runs 40] [--burst 500] [--keep]
+       python eval/bench_daemon.py --only-load [--load-runs 40]
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import random
@@ -93,6 +98,44 @@ def wait_status(db: Path, pred, timeout: float) -> dict:  # type: ignore[no-unty
     raise SystemExit(f"daemon status not reached in {timeout} s: {read_status_file(db)}")
 
 
+async def _under_load(cmd: list[str], root: Path, db: Path, runs: int) -> list[float]:
+    """write → found by an MCP client that searches for the new word every 10 ms."""
+    from mcp import Client, StdioServerParameters
+
+    params = StdioServerParameters(command=cmd[0], args=cmd[1:], cwd=str(REPO))
+    rng = random.Random(7)
+    lat: list[float] = []
+    async with Client(params, read_timeout_seconds=120) as client:
+        await asyncio.to_thread(wait_status, db, lambda s: s.get("reconciles"), 900)
+        await client.call_tool("search_documents", {"query": "warm up"})
+        for i in range(runs):
+            marker = f"zqload{i}x{rng.randrange(10**6)}"
+            body = text_of(50_000, rng, marker)
+            path = root / "bench" / (f"load{i}.md" if i % 2 else "load-edited.md")
+            await asyncio.sleep(0.15)
+            start = time.perf_counter()
+            path.write_text(body, encoding="utf-8")
+            while True:
+                res = await client.call_tool("search_documents", {"query": marker})
+                data = json.loads(res.content[0].text).get("data") or {}  # type: ignore[union-attr]
+                if data.get("results"):
+                    break
+                if time.perf_counter() - start > 20:
+                    raise SystemExit(f"{marker} never became searchable under load")
+                await asyncio.sleep(0.01)
+            lat.append((time.perf_counter() - start) * 1000)
+    return lat
+
+
+def load_section(cmd: list[str], root: Path, db: Path, runs: int) -> None:
+    mcp_cmd = [c for c in cmd if c != "--no-mcp"]
+    lat = asyncio.run(_under_load(mcp_cmd, root, db, runs))
+    print(
+        f"save→searchable under MCP search load (query every 10 ms, {runs} runs): "
+        f"p50 {pct(lat, 0.5):.0f} ms, p95 {pct(lat, 0.95):.0f} ms, max {max(lat):.0f} ms"
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument(
@@ -103,13 +146,19 @@ def main() -> None:
     ap.add_argument("--burst-kb", type=int, default=8, help="size of each burst file")
     ap.add_argument("--idle-s", type=float, default=10.0, help="idle CPU window")
     ap.add_argument("--keep", action="store_true", help="keep the temp folder")
+    ap.add_argument("--load-runs", type=int, default=40, help="latency samples under MCP load")
+    ap.add_argument("--only-load", action="store_true", help="only the latency under load")
+    ap.add_argument(
+        "--work", type=Path, help="reuse this folder's library copy and index (kept afterwards)"
+    )
     args = ap.parse_args()
 
-    tmp = Path(tempfile.mkdtemp(prefix="bench-daemon-"))
+    tmp = args.work or Path(tempfile.mkdtemp(prefix="bench-daemon-"))
     root, db = tmp / "lib", tmp / "idx" / "index.db"
     t0 = time.perf_counter()
-    shutil.copytree(args.library, root, ignore=shutil.ignore_patterns(".markindex"))
-    (root / "bench").mkdir()
+    if not root.is_dir():
+        shutil.copytree(args.library, root, ignore=shutil.ignore_patterns(".markindex"))
+        (root / "bench").mkdir()
     n_files = sum(1 for _ in root.rglob("*.md"))
     size_mb = sum(p.stat().st_size for p in root.rglob("*.md")) / 1e6
     print(
@@ -118,6 +167,14 @@ def main() -> None:
 
     log = open(tmp / "daemon.log", "wb")  # noqa: SIM115
     cmd = [sys.executable, "-m", "markindex_core", "daemon", str(root), "--db", str(db), "--no-mcp"]
+    if args.only_load:
+        try:
+            load_section(cmd, root, db, args.load_runs)
+        finally:
+            log.close()
+            if not args.work:
+                shutil.rmtree(tmp, ignore_errors=True)
+        return
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, cwd=REPO, stdin=subprocess.DEVNULL, stderr=log)
     try:
@@ -221,12 +278,17 @@ def main() -> None:
         print(
             f"daemon + MCP RSS: {mem['VmRSS'] / 1024:.0f} MB (peak {mem['VmHWM'] / 1024:.0f} MB), idle CPU {idle:.2f} %"
         )
+        proc.send_signal(signal.SIGTERM)
+        print(f"daemon exit code {proc.wait(30)}")
+
+        # ----- save → searchable while an MCP client searches -----------------------------------
+        load_section(cmd, root, db, args.load_runs)
     finally:
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
             print(f"daemon exit code {proc.wait(30)}")
         log.close()
-        if args.keep:
+        if args.keep or args.work:
             print(f"kept {tmp}")
         else:
             shutil.rmtree(tmp, ignore_errors=True)

@@ -134,6 +134,9 @@ def cmd_status(args: argparse.Namespace) -> int:
             f"daemon: pid {d['pid']}, {role}, {d['state']}, {d.get('observer')}, "
             f"queue {d.get('queue', 0)}, heartbeat {d['heartbeat_age']:.1f} s ago"
         )
+        if d.get("reason"):
+            out.print(f"  [red]{escape(d['reason'])}[/]")
+            out.print(f"  [yellow]{escape(d.get('hint') or '')}[/]")
         if d.get("last_reconcile_at"):
             out.print(f"  last reconcile {_ago(d['last_reconcile_at'])}")
         if d.get("notice"):
@@ -147,6 +150,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         out.print(
             f"no daemon; another process{f' (pid {pid})' if pid else ''} is writing the index"
         )
+    elif d and d.get("reason") and str(d.get("state", "")).startswith("stopped"):
+        out.print(f"daemon: not running; it stopped because {escape(d['reason'])}")
     else:
         out.print("daemon: not running")
     for s in st["skipped"][:STATUS_SKIPPED_SHOWN]:

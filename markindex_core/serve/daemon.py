@@ -1,16 +1,37 @@
 """The live index: a full reconcile at start, then watchdog events reconciled in coalesced batches.
 
-Threads: watchdog's observer marks paths dirty; the event loop coalesces them (and serves MCP in
-the same loop); one writer thread owns the writer connection and runs `Indexer.run(paths=…)`, so
-tool calls never wait for indexing. While another process holds the writer lock the daemon only
-reads, and retries the lock every `DAEMON_LOCK_POLL_S`.
+Who owns which thread and connection:
+
+* The event loop thread owns the daemon's life: the session (observer, writer lock, writer store)
+  is started, checked and torn down only there, by the supervised tasks `session` and `guard`.
+  MCP (when served) shares the loop; tool calls run on the server's own threads, each with its
+  own read connection from `Library` (never the writer's).
+* One writer thread (`markindex-writer`) owns the writer `Store` and `Indexer`: they are opened,
+  used and closed only on it, so tool calls never wait for indexing.
+* watchdog's observer threads only mark paths dirty through the `Coalescer` (thread-safe).
+* `status` is shared: every thread updates it through `_set` under `_status_lock`, and readers
+  (the status file, the terminal app) get a copy. The status file is written by the holder of
+  the writer lock, or by this daemon when nobody holds it (recovering, stopped).
+* Shutdown never blocks the loop: stopping the observer and letting an in-flight reconcile
+  commit run on a `markindex-shutdown` thread, bounded by `DAEMON_SHUTDOWN_S`; `wait_stopped`
+  joins it.
+
+Every task the daemon starts is supervised: an unexpected exception is logged, shown in status
+and the task restarts with back-off. A session that loses what it opened (the library folder,
+the index file or the lock file deleted or replaced) is torn down and started again: index folder
+re-created, lock re-taken, store re-opened, observer restarted, full reconcile. A library folder
+gone for longer than `DAEMON_ROOT_WAIT_S` ends the daemon with `DaemonStopped`.
+While another process holds the writer lock the daemon only reads, and retries the lock every
+`DAEMON_LOCK_POLL_S`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import ctypes
+import errno
 import gc
 import logging
 import multiprocessing
@@ -19,23 +40,33 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from multiprocessing import forkserver
+from pathlib import Path
 from typing import Any
 
+import apsw
+
 from markindex_core.config import (
+    DAEMON_CHECKPOINT_BUSY_MS,
     DAEMON_ERRORS_KEPT,
     DAEMON_FULL_SCAN_PATHS,
+    DAEMON_GUARD_S,
     DAEMON_HEARTBEAT_S,
     DAEMON_LOCK_POLL_S,
     DAEMON_MAX_WAIT_MS,
     DAEMON_QUIET_MS,
     DAEMON_RACY_S,
     DAEMON_RETRY_S,
+    DAEMON_ROOT_WAIT_S,
     DAEMON_SETTLED_QUIET_MS,
+    DAEMON_SHUTDOWN_S,
+    DAEMON_TIDY_DEFER_WRITES,
     DAEMON_TIDY_IDLE_S,
 )
+from markindex_core.errors import MarkindexError
 from markindex_core.index.indexer import Indexer, IndexReport
 from markindex_core.index.scan import path_problem
 from markindex_core.library import Library
@@ -52,15 +83,130 @@ from markindex_core.serve.watch import (
 from markindex_core.store.db import Store
 from markindex_core.store.lock import WriterLock
 
-__all__ = ["Daemon", "read_status", "run_daemon"]
+__all__ = ["Daemon", "DaemonStopped", "read_status", "run_daemon"]
 
 log = logging.getLogger("markindex.daemon")
 
 SHUTDOWN_GRACE_S = 1.0  # after a signal, how long the MCP transport gets to wind down
 
 
+class DaemonStopped(MarkindexError):
+    """The daemon ended because it cannot go on (e.g. its library folder is gone)."""
+
+    code = "DAEMON_STOPPED"
+
+
 class _Stopping(Exception):
-    """Raised inside the indexer's progress callback to end a long run at shutdown."""
+    """Raised inside the indexer's progress callback to end a long run (shutdown, restart)."""
+
+
+class _Lost(Exception):
+    """The session lost something it opened (library folder, index file, lock): start again."""
+
+
+FileId = tuple[int, int]
+
+
+def _file_id(path: Path) -> FileId | None:
+    """(st_dev, st_ino) of `path`, or None when it does not exist (any more)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
+
+
+@dataclass
+class _Identity:
+    """What the running session opened, to notice it being deleted or replaced underneath."""
+
+    root: FileId | None = None
+    db: FileId | None = None
+    lock: FileId | None = None
+
+
+@dataclass(frozen=True)
+class Problem:
+    """Why writing fails right now, what to do about it, and whether to reopen the writer."""
+
+    reason: str
+    hint: str
+    reopen: bool = True
+
+
+_FULL_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
+_READ_ONLY_ERRNOS = {errno.EROFS, errno.EACCES, errno.EPERM}
+
+
+def _chain(exc: BaseException) -> Iterator[BaseException]:
+    seen: BaseException | None = exc
+    while seen is not None:
+        yield seen
+        seen = seen.__cause__ or seen.__context__
+
+
+def diagnose(exc: BaseException, db_path: Path) -> Problem:
+    """Turn a failed write into one clear reason and a hint (disk full and read-only are common)."""
+    for e in _chain(exc):
+        if isinstance(e, apsw.FullError) or (isinstance(e, OSError) and e.errno in _FULL_ERRNOS):
+            return Problem(
+                f"cannot write the index: the disk holding {db_path.parent} is full",
+                "free some space there, or pass --db FILE on another disk; "
+                "writing resumes by itself",
+                reopen=False,
+            )
+        if isinstance(e, apsw.ReadOnlyError) or (
+            isinstance(e, OSError) and e.errno in _READ_ONLY_ERRNOS
+        ):
+            return Problem(
+                f"cannot write the index: {db_path} or its folder is read-only",
+                "make the index file and its folder writable for this user (chmod u+w), "
+                "or pass --db FILE; writing resumes by itself",
+            )
+    if isinstance(exc, MarkindexError):
+        return Problem(exc.message, exc.hint or "retrying with back-off")
+    return Problem(
+        f"cannot write the index: {type(exc).__name__}: {exc}",
+        "see the log; retrying with back-off",
+    )
+
+
+class _LiveStore(Store):
+    """The daemon's writer store: a checkpoint after a save never waits for readers.
+
+    A full (truncating) checkpoint waits, up to the busy timeout, until no reader uses the WAL;
+    with an agent searching continuously that wait landed on the next save's latency. After a
+    save the daemon copies what it can (passive); it truncates the WAL when idle (`truncate`).
+    """
+
+    def checkpoint(self) -> None:
+        self.conn.pragma("wal_checkpoint", "passive")
+
+    def truncate(self) -> None:
+        self.conn.set_busy_timeout(DAEMON_CHECKPOINT_BUSY_MS)
+        try:
+            self.conn.pragma("wal_checkpoint", "truncate")
+        finally:
+            self.conn.set_busy_timeout(5_000)
+
+
+class _LiveIndexer(Indexer):
+    """The daemon's indexer: merging the search index's segments waits until the daemon is idle.
+
+    An FTS `optimize` rewrites the whole search index (long on a big library); run right after
+    a save, it delayed the next save by as much. The daemon runs it when writes pause (see
+    `Daemon._tidy_when_idle`), or inline once `DAEMON_TIDY_DEFER_WRITES` writes piled up.
+    """
+
+    def tidy(self, *, writes: int = 0, force: bool = False) -> bool:
+        if force:
+            return super().tidy(writes=writes, force=True)
+        pending = int(self.store.get_meta("fts_pending_writes") or 0) + writes
+        if pending >= DAEMON_TIDY_DEFER_WRITES:
+            return super().tidy(writes=writes)
+        if writes:
+            self.store.set_meta({"fts_pending_writes": str(pending)})
+        return False
 
 
 class Daemon:
@@ -83,18 +229,30 @@ class Daemon:
         self.quiet_s = (quiet_ms if quiet_ms is not None else DAEMON_QUIET_MS) / 1000
         self.max_wait_s = (max_wait_ms if max_wait_ms is not None else DAEMON_MAX_WAIT_MS) / 1000
         self.lock = WriterLock(lib.db_path)
+        self.fatal: DaemonStopped | None = None
+        self.ended = asyncio.Event()  # set (on the loop) when the daemon gives up: see `fatal`
         self._writer = ThreadPoolExecutor(1, thread_name_prefix="markindex-writer")
-        self._store: Store | None = None
-        self._indexer: Indexer | None = None
+        self._store: _LiveStore | None = None  # writer thread only
+        self._indexer: _LiveIndexer | None = None  # writer thread only
         self._coalescer: Coalescer | None = None
         self._watch: WatchHandle | None = None
         self._alarm: OverflowAlarm | None = None
-        self._stopping = threading.Event()
+        self._session: asyncio.Task[None] | None = None
+        self._identity = _Identity()
+        self._problem: Problem | None = None
+        self._stopping = threading.Event()  # the daemon stops: end any run at the next file
+        self._abort = threading.Event()  # the session restarts: end the running reconcile
+        self._reopen = threading.Event()  # reopen the writer store before the next reconcile
+        self._stopper: threading.Thread | None = None
         self._tidied_for: float | None = None
-        self.status: dict[str, Any] = {
+        self._published_at = 0.0
+        self._status_lock = threading.Lock()
+        self._status: dict[str, Any] = {
             "pid": os.getpid(),
             "root": str(lib.root),
             "state": "starting",
+            "reason": None,
+            "hint": None,
             "writing": False,
             "started_at": time.time(),
             "heartbeat_at": time.time(),
@@ -108,14 +266,41 @@ class Daemon:
             "last_reconcile_started_at": None,
             "last_reconcile_seconds": None,
             "reconciles": 0,
+            "recoveries": 0,
             "last_batch": None,
             "error_count": 0,
             "errors": [],
         }
 
-    # ----- lifecycle --------------------------------------------------------------------------
+    # ----- status (any thread) ----------------------------------------------------------------
+    @property
+    def status(self) -> dict[str, Any]:
+        """A consistent copy of the live status (safe to read from any thread)."""
+        with self._status_lock:
+            return copy.deepcopy(self._status)
+
+    def _set(self, **values: Any) -> None:
+        with self._status_lock:
+            self._status.update(values)
+
+    def _get(self, key: str) -> Any:
+        with self._status_lock:
+            return self._status.get(key)
+
+    def _error(self, path: str, error: str, *, level: int = logging.WARNING) -> None:
+        with self._status_lock:
+            errors: list[dict[str, Any]] = self._status["errors"]
+            errors.append({"at": round(time.time(), 3), "path": path, "error": error})
+            del errors[:-DAEMON_ERRORS_KEPT]
+            self._status["error_count"] += 1
+        log.log(level, "%s%s", f"{path}: " if path else "", error)
+
+    # ----- lifecycle (event loop) -------------------------------------------------------------
     async def run(self) -> None:
-        """Watch and reconcile until cancelled. Safe to pass as an MCP background coroutine."""
+        """Watch and reconcile until cancelled, or raise `DaemonStopped` when it cannot go on.
+
+        Safe to pass as an MCP background coroutine or a Textual worker.
+        """
         loop = asyncio.get_running_loop()
         self._coalescer = Coalescer(
             loop,
@@ -123,14 +308,96 @@ class Daemon:
             max_wait_s=self.max_wait_s,
             settled_quiet_s=DAEMON_SETTLED_QUIET_MS / 1000,
         )
-        beat = asyncio.create_task(self._heartbeat(), name="markindex-heartbeat")
+        guard = asyncio.create_task(self._supervised("guard", self._guard), name="markindex-guard")
         try:
-            self._start_watching()
-            await self._become_writer()
-            await self._write_loop()
+            await self._sessions()
+        except DaemonStopped:
+            raise
+        except Exception as exc:  # a bug: end loudly rather than serve a stale index
+            log.debug("the live index failed", exc_info=True)
+            self.fatal = DaemonStopped(
+                f"the live index failed ({type(exc).__name__}: {exc})",
+                "see the log; restart `markindex daemon`",
+            )
+            raise self.fatal from exc
         finally:
-            beat.cancel()
+            guard.cancel()
             self._shutdown()
+            if self.fatal is not None:
+                self.ended.set()
+
+    async def _supervised(self, name: str, job: Callable[[], Awaitable[None]]) -> None:
+        """Run `job` for as long as the daemon runs; log, record and restart it when it fails."""
+        delay = DAEMON_RETRY_S[0]
+        while True:
+            try:
+                await job()
+                return
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.debug("%s task failed", name, exc_info=True)
+                self._error("", f"{name} task failed ({type(exc).__name__}: {exc}); restarting")
+                self._publish()
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, DAEMON_RETRY_S[1])
+
+    async def _sessions(self) -> None:
+        """Run sessions one after the other: a lost or failed session is torn down and restarted."""
+        delay = DAEMON_RETRY_S[0]
+        while True:
+            self._session = asyncio.create_task(self._one_session(), name="markindex-session")
+            try:
+                await asyncio.wait({self._session})
+            except asyncio.CancelledError:
+                self._session.cancel()
+                raise
+            exc = None if self._session.cancelled() else self._session.exception()
+            await self._end_session()
+            if isinstance(exc, DaemonStopped):
+                self.fatal = exc
+                raise exc
+            if isinstance(exc, _Lost):
+                self._recovering(str(exc))
+            elif exc is not None:
+                log.debug("session failed", exc_info=exc)
+                problem = diagnose(exc, self.lib.db_path)
+                self._recovering(problem.reason, f"{problem.hint} (next try in {delay:.0f} s)")
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, DAEMON_RETRY_S[1])
+                continue
+            delay = DAEMON_RETRY_S[0]
+
+    async def _one_session(self) -> None:
+        await self._wait_for_root()
+        self._identity = _Identity(root=_file_id(self.lib.root))
+        self._start_watching()
+        await self._become_writer()
+        await self._write_loop()
+
+    def _recovering(self, reason: str, hint: str = "recovering by itself") -> None:
+        """Say in status (and once in the log) what went wrong and that it is being repaired."""
+        with self._status_lock:
+            self._status.update(state="recovering", reason=reason, hint=hint, busy=False)
+            self._status["recoveries"] += 1
+        self._error("", f"{reason}: {hint}")
+        self._publish()
+
+    async def _wait_for_root(self) -> None:
+        """A vanished library folder may be coming back (moved and back, re-cloned): wait a bit."""
+        root = self.lib.root
+        if root.is_dir():
+            return
+        self._recovering(f"the library folder {root} is gone", "waiting for it to come back")
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + DAEMON_ROOT_WAIT_S
+        while not root.is_dir():
+            if loop.time() > deadline:
+                raise DaemonStopped(
+                    f"the library folder {root} is gone",
+                    "restart `markindex daemon` once it is back",
+                )
+            await asyncio.sleep(DAEMON_GUARD_S / 2)
 
     def _start_watching(self) -> None:
         assert self._coalescer is not None
@@ -140,8 +407,7 @@ class Daemon:
         self._alarm.install()
         # Watch first, then reconcile: an edit during the first scan is then never lost.
         self._watch = start_watching(self.lib.root, handler, poll=self.poll)
-        self.status["observer"] = self._watch.kind
-        self.status["notice"] = self._watch.notice
+        self._set(observer=self._watch.kind, notice=self._watch.notice)
         log.info("watching %s (%s)", self.lib.root, self._watch.kind)
 
     async def _become_writer(self) -> None:
@@ -153,15 +419,17 @@ class Daemon:
                 _, pid = writer_lock_state(self.lib.db_path)
                 holder = f" (pid {pid})" if pid else ""
                 log.info("another process%s writes the index: serving read-only", holder)
-                self.status["state"] = "read-only"
+                self._set(state="read-only", reason=None, hint=None)
                 announced = True
             self._coalescer.discard()  # the takeover reconciles everything anyway
             await asyncio.sleep(DAEMON_LOCK_POLL_S)
         if announced:
             log.info("writer lock acquired: taking over indexing")
-        self.status["writing"] = True
+        self._identity.lock = _file_id(self.lock.path)
+        self._set(writing=True)
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(self._writer, self._open_writer)
+        self._identity.db = _file_id(self.lib.db_path)
         self._coalescer.discard()
         self._coalescer.request_full()
 
@@ -173,34 +441,92 @@ class Daemon:
             batch = await self._coalescer.next_batch()
             if not batch:
                 continue
-            self._begin(batch)
+            # Start writing first: the status file can be written while the reconcile runs.
+            pending = loop.run_in_executor(self._writer, self._reconcile, batch)
+            self._begin()
             try:
-                report = await loop.run_in_executor(self._writer, self._reconcile, batch)
-            except (asyncio.CancelledError, _Stopping):
+                report = await pending
+            except (asyncio.CancelledError, _Stopping, _Lost):
+                self._coalescer.put_back(batch)
                 raise
             except Exception as exc:  # the loop must outlive any single failure
-                log.exception("reconcile failed; retrying in %.0f s", delay)
-                self._error("", f"reconcile failed: {type(exc).__name__}: {exc}")
-                self._end(batch, None)
-                self._coalescer.put_back(batch)
+                self._failed(batch, exc, delay)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, DAEMON_RETRY_S[1])
                 continue
             delay = DAEMON_RETRY_S[0]
             self._end(batch, report)
 
-    async def _heartbeat(self) -> None:
+    def _failed(self, batch: Batch, exc: Exception, delay: float) -> None:
+        """A reconcile failed: keep its paths, say why in status (log it once), retry later."""
+        assert self._coalescer is not None
+        problem = diagnose(exc, self.lib.db_path)
+        if problem.reopen:
+            self._reopen.set()
+        if problem != self._problem:
+            self._problem = problem
+            log.debug("reconcile failed", exc_info=exc)
+            self._error("", f"{problem.reason} ({problem.hint})")
+        self._coalescer.put_back(batch)
+        self._set(
+            state="retrying",
+            reason=problem.reason,
+            hint=f"{problem.hint} (next try in {delay:.0f} s)",
+            busy=False,
+            progress=None,
+        )
+        self._publish()
+
+    async def _guard(self) -> None:
+        """Every `DAEMON_GUARD_S`: is the session still whole? Publish the heartbeat; tidy when idle."""
         while True:
-            await asyncio.sleep(DAEMON_HEARTBEAT_S)
-            if self._watch is not None and not self._watch.healthy():
-                self._restart_watching()
-            self._publish()
+            await asyncio.sleep(DAEMON_GUARD_S)
+            reason = self._lost_reason()
+            if reason and self._session is not None and not self._session.done():
+                self._recovering(reason, "restarting the live index")
+                self._session.cancel()
+            if time.monotonic() - self._published_at >= DAEMON_HEARTBEAT_S:
+                self._publish()
             await self._tidy_when_idle()
+
+    def _lost_reason(self) -> str | None:
+        """Why the running session no longer holds what it opened, or None while all is well."""
+        ident = self._identity
+        if ident.root is not None and _file_id(self.lib.root) != ident.root:
+            return f"the library folder {self.lib.root} was deleted, moved or replaced"
+        if ident.db is not None and _file_id(self.lib.db_path) != ident.db:
+            return f"the index file {self.lib.db_path} was deleted or replaced"
+        if ident.lock is not None and _file_id(self.lock.path) != ident.lock:
+            return f"the writer lock file {self.lock.path} was deleted or replaced"
+        if self._watch is not None and not self._watch.healthy():
+            self.poll = True  # e.g. a watch limit hit on a new folder: poll from now on
+            return "the file observer stopped"
+        return None
+
+    async def _end_session(self) -> None:
+        """Tear the session down without blocking the loop; the next one starts from scratch."""
+        self._abort.set()
+        self._identity = _Identity()
+        if self._alarm is not None:
+            self._alarm.remove()
+            self._alarm = None
+        loop = asyncio.get_running_loop()
+        if self._watch is not None:
+            # Cleared only once stopped: if this is cancelled, `_shutdown` stops it instead.
+            await asyncio.to_thread(self._watch.stop)
+            self._watch = None
+        try:
+            await loop.run_in_executor(self._writer, self._close_writer)
+        except (apsw.Error, OSError) as exc:  # e.g. its file was deleted: it is dropped anyway
+            log.debug("closing the old index: %s", exc)
+        self.lock.release()
+        self._set(writing=False, busy=False, progress=None)
+        self._abort.clear()
 
     async def _tidy_when_idle(self) -> None:
         """Once writes pause, fold the FTS segments small commits left behind (queries slow down)."""
-        last = self.status["last_reconcile_at"]
-        if self._indexer is None or self.status["busy"] or not last or last == self._tidied_for:
+        last = self._get("last_reconcile_at")
+        if self._indexer is None or self._get("busy") or not last or last == self._tidied_for:
             return
         if time.time() - last < DAEMON_TIDY_IDLE_S:
             return
@@ -208,49 +534,69 @@ class Daemon:
         await asyncio.get_running_loop().run_in_executor(self._writer, self._tidy)
 
     def _tidy(self) -> None:
-        if self._indexer is not None and self._store is not None and self._indexer.tidy(force=True):
-            log.debug("merged the search index segments")
-
-    def _restart_watching(self) -> None:
-        """An observer thread died (e.g. a watch limit hit on a new folder): poll instead, rescan."""
-        assert self._watch is not None and self._coalescer is not None
-        log.warning("the file observer stopped; restarting it with polling and rescanning")
-        self._watch.stop()
-        if self._alarm is not None:
-            self._alarm.remove()
-        self.poll = True
-        self._start_watching()
-        self._coalescer.request_full()
+        """Optional housekeeping: a failure (e.g. a full disk) leaves the index as it was."""
+        try:
+            if self._indexer is not None and self._indexer.tidy(force=True):
+                log.debug("merged the search index segments")
+            if self._store is not None:
+                self._store.truncate()
+        except (apsw.Error, OSError) as exc:
+            log.debug("could not merge the search index segments: %s", exc)
 
     def _shutdown(self) -> None:
-        """Stop watching, let an in-flight reconcile commit, close, free the lock.
+        """Begin stopping without blocking the loop: the slow part runs on its own thread.
 
         Synchronous on purpose: under anyio (the MCP server) every `await` inside a cancelled
         scope is cancelled again, so an awaiting shutdown would stop halfway.
         """
-        self.status["state"] = "stopping"
+        self._set(state="stopping")
         self._stopping.set()
-        if self._watch is not None:
-            self._watch.stop()
+        if self._session is not None:
+            self._session.cancel()
+        watch, self._watch = self._watch, None
         if self._alarm is not None:
             self._alarm.remove()
+            self._alarm = None
+        self._stopper = threading.Thread(
+            target=self._finish, args=(watch,), name="markindex-shutdown", daemon=False
+        )
+        self._stopper.start()
+
+    def _finish(self, watch: WatchHandle | None) -> None:
+        """Stop watching, let an in-flight reconcile commit (bounded), close, free the lock."""
+        if watch is not None:
+            watch.stop()
         done = self._writer.submit(self._close_writer)
         try:
-            done.result(timeout=60)
+            done.result(timeout=DAEMON_SHUTDOWN_S)
         except Exception:
             log.exception("closing the index failed")
         self._writer.shutdown(wait=False)
-        was_writing = self.lock.held
-        self.status.update(state="stopped", writing=False, busy=False)
-        if was_writing:
-            self._publish()
+        fatal = self.fatal
+        self._set(
+            state=f"stopped: {fatal.message}" if fatal else "stopped",
+            reason=fatal.message if fatal else None,
+            hint=fatal.hint if fatal else None,
+            writing=False,
+            busy=False,
+        )
+        self._publish()
         self.lock.release()
         log.info("stopped")
 
+    def wait_stopped(self, timeout: float = DAEMON_SHUTDOWN_S + 5) -> bool:
+        """Wait (off the loop) until shutdown finished; False if it is still going."""
+        if self._stopper is None:
+            return True
+        self._stopper.join(timeout)
+        return not self._stopper.is_alive()
+
     # ----- writer thread ----------------------------------------------------------------------
     def _open_writer(self) -> None:
-        self._store = Store(self.lib.db_path)
-        self._indexer = Indexer(self.lib.root, self._store, ignore=self.ignore, setext=self.setext)
+        self._store = _LiveStore(self.lib.db_path)
+        self._indexer = _LiveIndexer(
+            self.lib.root, self._store, ignore=self.ignore, setext=self.setext
+        )
         # This process has threads (watchdog, MCP, the loop): a forked parse worker could inherit
         # a lock some other thread held and hang. Workers come from a clean fork server instead,
         # started now with the parser loaded so a burst does not pay for it.
@@ -263,23 +609,36 @@ class Daemon:
             self._indexer.workers = 1
 
     def _close_writer(self) -> None:
-        if self._store is not None:
-            self._store.close()
-            self._store = None
+        store, self._store, self._indexer = self._store, None, None
+        if store is not None:
+            store.close()  # first forget it: a failed close must not leave it in use
+
+    def _ready_writer(self) -> tuple[Indexer, Store]:
+        """The writer, reopened first when the last failure asked for it (e.g. made writable)."""
+        if self._reopen.is_set() or self._store is None:
+            self._close_writer()
+            self._open_writer()
+            self._reopen.clear()
+        assert self._indexer is not None and self._store is not None
+        return self._indexer, self._store
 
     def _reconcile(self, batch: Batch) -> IndexReport:
         """Bring the dirty paths (or everything) in line with the disk, by stat and content hash."""
-        indexer, store = self._indexer, self._store
-        assert indexer is not None and store is not None
+        if self._identity.root is not None and _file_id(self.lib.root) != self._identity.root:
+            # Never reconcile against a missing folder: that would empty the index.
+            raise _Lost(f"the library folder {self.lib.root} is gone or was replaced")
+        indexer, store = self._ready_writer()
         # Cheap (nested .gitignore files load lazily) and needed for folders that moved in.
         indexer.reload_rules()
         paths = minimal_paths(batch.paths)
         if batch.full or batch.rules_changed or len(paths) > DAEMON_FULL_SCAN_PATHS:
+            self._forget_skips(store, None)
             report = indexer.run(self._progress)
             _release_memory(report)
             return report
         t0 = time.perf_counter()
         self._unstick_racy(store, paths)
+        self._forget_skips(store, paths)
         t1 = time.perf_counter()
         report = indexer.run(self._progress, paths=paths)
         log.debug(
@@ -292,10 +651,10 @@ class Daemon:
         return report
 
     def _progress(self, done: int, total: int, path: str) -> None:
-        """Called per file by the indexer; also the place where a shutdown interrupts a long run."""
-        if self._stopping.is_set():
+        """Called per file by the indexer; also where a shutdown or restart ends a long run."""
+        if self._stopping.is_set() or self._abort.is_set():
             raise _Stopping
-        self.status["progress"] = {"done": done, "total": total}
+        self._set(progress={"done": done, "total": total})
 
     def _unstick_racy(self, store: Store, paths: list[str]) -> None:
         """Make the indexer hash files whose stat looks unchanged but may not be.
@@ -318,10 +677,26 @@ class Daemon:
                 if st.st_mtime_ns >= (float(doc["indexed_at"]) - DAEMON_RACY_S) * 1e9:
                     store.touch(rel, st.st_size, 0)
 
-    # ----- status -----------------------------------------------------------------------------
-    def _begin(self, batch: Batch) -> None:
+    def _forget_skips(self, store: Store, paths: list[str] | None) -> None:
+        """Retry skipped files on a full reconcile (`paths` None) and whenever an event points at
+        them: a chmod changes neither size nor mtime, so a remembered "permission denied" would
+        otherwise stand for good."""
+        skipped = store.skipped_states()
+        if not skipped:
+            return
+        if paths is None:
+            retry = list(skipped)
+        else:
+            prefixes = tuple(p + "/" for p in paths)
+            wanted = set(paths)
+            retry = [p for p in skipped if p in wanted or p.startswith(prefixes)]
+        if retry:
+            store.delete_documents(retry)
+
+    # ----- status (event loop) ----------------------------------------------------------------
+    def _begin(self) -> None:
         assert self._coalescer is not None
-        self.status.update(
+        self._set(
             state="reconciling",
             busy=True,
             last_reconcile_started_at=time.time(),
@@ -329,19 +704,24 @@ class Daemon:
         )
         self._publish()
 
-    def _end(self, batch: Batch, report: IndexReport | None) -> None:
+    def _end(self, batch: Batch, report: IndexReport) -> None:
         now = time.time()
-        self.status["progress"] = None
-        started = self.status["last_reconcile_started_at"] or now
-        self.status.update(
-            state="watching",
-            busy=False,
-            last_reconcile_at=now,
-            last_reconcile_seconds=round(now - started, 4),
-        )
-        if report is not None:
-            self.status["reconciles"] += 1
-            self.status["last_batch"] = {
+        if self._problem is not None:
+            log.info("writing the index again")
+            self._problem = None
+        with self._status_lock:
+            started = self._status["last_reconcile_started_at"] or now
+            self._status.update(
+                state="watching",
+                reason=None,
+                hint=None,
+                busy=False,
+                progress=None,
+                last_reconcile_at=now,
+                last_reconcile_seconds=round(now - started, 4),
+            )
+            self._status["reconciles"] += 1
+            self._status["last_batch"] = {
                 "paths": len(batch.paths),
                 "full": bool(batch.full or batch.rules_changed),
                 "added": len(report.added),
@@ -349,45 +729,45 @@ class Daemon:
                 "removed": len(report.removed),
                 "skipped": len(report.skipped),
             }
-            for path, err in report.errors:
-                self._error(path, err)
-            if report.changed or report.errors:
-                log.info(
-                    "reconciled %s: +%d ~%d -%d, %d skipped, %d errors in %.0f ms",
-                    "everything"
-                    if batch.full or batch.rules_changed
-                    else f"{len(batch.paths)} paths",
-                    len(report.added),
-                    len(report.updated),
-                    len(report.removed),
-                    len(report.skipped),
-                    len(report.errors),
-                    (now - started) * 1000,
-                )
-            for path, reason in report.skipped:
-                log.debug("skipped %s: %s", path, reason)
+        for path, err in report.errors:
+            self._error(path, err)
+        if report.changed or report.errors:
+            log.info(
+                "reconciled %s: +%d ~%d -%d, %d skipped, %d errors in %.0f ms",
+                "everything" if batch.full or batch.rules_changed else f"{len(batch.paths)} paths",
+                len(report.added),
+                len(report.updated),
+                len(report.removed),
+                len(report.skipped),
+                len(report.errors),
+                (now - started) * 1000,
+            )
+        for path, reason in report.skipped:
+            log.debug("skipped %s: %s", path, reason)
         self._publish()
 
-    def _error(self, path: str, error: str) -> None:
-        errors: list[dict[str, Any]] = self.status["errors"]
-        errors.append({"at": round(time.time(), 3), "path": path, "error": error})
-        del errors[:-DAEMON_ERRORS_KEPT]
-        self.status["error_count"] += 1
-        log.warning("%s%s", f"{path}: " if path else "", error)
+    def _may_publish(self) -> bool:
+        """The lock holder owns the status file; with no writer at all, so does this daemon."""
+        if self.lock.held:
+            return True
+        return not writer_lock_state(self.lib.db_path)[0] and self.lib.db_path.parent.is_dir()
 
     def _publish(self) -> None:
-        """Write the status file (only the writing daemon owns it)."""
-        if not self.lock.held:
+        """Write the status file, when this daemon owns it."""
+        self._published_at = time.monotonic()
+        if not self._may_publish():
             return
-        self.status["heartbeat_at"] = round(time.time(), 3)
-        if self._coalescer is not None:
-            self.status["queue"] = self._coalescer.pending
-            if self._coalescer.last_event_at:
-                self.status["last_event_at"] = self._coalescer.last_event_at
+        with self._status_lock:
+            self._status["heartbeat_at"] = round(time.time(), 3)
+            if self._coalescer is not None:
+                self._status["queue"] = self._coalescer.pending
+                if self._coalescer.last_event_at:
+                    self._status["last_event_at"] = self._coalescer.last_event_at
+            data = copy.deepcopy(self._status)
         try:
-            write_status_file(self.lib.db_path, self.status)
+            write_status_file(self.lib.db_path, data)
         except OSError as exc:
-            log.warning("cannot write the status file: %s", exc)
+            log.debug("cannot write the status file: %s", exc)
 
 
 def _release_memory(report: IndexReport) -> None:
@@ -412,20 +792,31 @@ def run_daemon(
     """Run the live index until SIGTERM/SIGINT (or, when serving MCP, until stdin closes).
 
     With `serve_mcp`, MCP over stdio runs in the same event loop as the watcher; indexing runs
-    in the writer thread, so tool calls are answered while it works.
+    in the writer thread, so tool calls are answered while it works. Raises `DaemonStopped`
+    when the daemon had to give up (the caller prints it and exits non-zero).
     """
     daemon = Daemon(lib, ignore=ignore, setext=setext, poll=poll, quiet_ms=quiet_ms)
+
+    async def live() -> None:
+        # The MCP server logs a failed background job and serves on; the daemon's own
+        # ending is reported by `_until_signal` instead.
+        with contextlib.suppress(DaemonStopped):
+            await daemon.run()
+
     if serve_mcp:
         from markindex_core.serve.mcp_server import run_stdio
 
-        main: Callable[[], Awaitable[None]] = lambda: run_stdio(lib, background=[daemon.run])  # noqa: E731
+        main: Callable[[], Awaitable[None]] = lambda: run_stdio(lib, background=[live])  # noqa: E731
     else:
-        main = daemon.run
-    asyncio.run(_until_signal(main))
+        main = live
+    asyncio.run(_until_signal(main, daemon))
+    daemon.wait_stopped()
+    if daemon.fatal is not None:
+        raise daemon.fatal
 
 
-async def _until_signal(main: Callable[[], Awaitable[None]]) -> None:
-    """Run `main`, cancelling it cleanly on SIGTERM or SIGINT."""
+async def _until_signal(main: Callable[[], Awaitable[None]], daemon: Daemon) -> None:
+    """Run `main`, cancelling it cleanly on SIGTERM or SIGINT, or when the daemon gave up."""
     loop = asyncio.get_running_loop()
     task = asyncio.ensure_future(main())
     stop = asyncio.Event()
@@ -433,26 +824,36 @@ async def _until_signal(main: Callable[[], Awaitable[None]]) -> None:
         # Loops without signal support (not the main thread, other platforms) just skip this.
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(sig, stop.set)
-    stopper = asyncio.ensure_future(stop.wait())
+    waiters = {asyncio.ensure_future(stop.wait()), asyncio.ensure_future(daemon.ended.wait())}
     try:
-        await asyncio.wait({task, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait({task, *waiters}, return_when=asyncio.FIRST_COMPLETED)
     finally:
         for sig in (signal.SIGTERM, signal.SIGINT):
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.remove_signal_handler(sig)
-    stopper.cancel()
+        for waiter in waiters:
+            waiter.cancel()
     if task.done():
         if task.exception() is not None:
             raise task.exception()  # type: ignore[misc]
         return
-    log.info("signal received: stopping")
+    if stop.is_set():
+        log.info("signal received: stopping")
     task.cancel()
     await asyncio.wait({task}, timeout=SHUTDOWN_GRACE_S)
     if not task.done():
-        # The MCP transport reads stdin in a thread that no cancellation can wake; the index is
-        # closed and the lock released by now (the daemon's cleanup is synchronous), so leave.
-        log.info("stopped (stdin reader abandoned)")
-        sys.stderr.flush()
-        os._exit(0)
+        _abandon_stdin(daemon)
     with contextlib.suppress(asyncio.CancelledError):
         task.result()
+
+
+def _abandon_stdin(daemon: Daemon) -> None:
+    """The MCP transport reads stdin in a thread no cancellation can wake: once the index is
+    closed and the lock released, leave without waiting for it."""
+    daemon.wait_stopped()
+    if daemon.fatal is not None:
+        log.error("%s (%s)", daemon.fatal.message, daemon.fatal.hint)
+    else:
+        log.info("stopped (stdin reader abandoned)")
+    sys.stderr.flush()
+    os._exit(1 if daemon.fatal is not None else 0)

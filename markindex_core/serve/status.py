@@ -7,13 +7,14 @@ a heartbeat written into SQLite every few seconds would look like a data change 
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from markindex_core.config import DAEMON_HEARTBEAT_S, STATUS_FILE_SUFFIX
+from markindex_core.config import DAEMON_HEARTBEAT_S, STATUS_FILE_BLOCK, STATUS_FILE_SUFFIX
 from markindex_core.errors import MarkindexError
 from markindex_core.store.db import Store
 from markindex_core.store.lock import WriterLock, lock_path_for, writer_active
@@ -29,16 +30,43 @@ def status_path(db_path: Path) -> Path:
 
 
 def write_status_file(db_path: Path, data: dict[str, Any]) -> None:
-    """Replace the status file atomically (readers never see half a file)."""
+    """Replace the status file atomically (readers never see half a file).
+
+    On a full disk a new file can't be written, but the old one's blocks can be: the status is
+    then rewritten in place, so the daemon still shows as alive and says why it can't index.
+    """
     path = status_path(db_path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    text = json.dumps(data, ensure_ascii=False, indent=1).encode("utf-8")
+    # Padded (JSON allows trailing blanks) so an in-place rewrite on a full disk finds room.
+    text += b" " * (-len(text) % STATUS_FILE_BLOCK - 1) + b"\n"
     try:
-        tmp.write_text(json.dumps(data, ensure_ascii=False, indent=1), encoding="utf-8")
+        tmp.write_bytes(text)
         os.replace(tmp, path)
-    except OSError:
+    except OSError as exc:
         with contextlib.suppress(OSError):
             tmp.unlink()
-        raise
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT) or not _rewrite_in_place(path, text):
+            raise
+
+
+def _rewrite_in_place(path: Path, text: bytes) -> bool:
+    """Overwrite an existing (padded) file at its own size, so no block has to be allocated."""
+    try:
+        fd = os.open(path, os.O_WRONLY)
+    except OSError:
+        return False
+    try:
+        size = os.fstat(fd).st_size
+        body = text.rstrip()
+        if len(body) + 1 > size:
+            return False
+        os.write(fd, body + b" " * (size - len(body) - 1) + b"\n")  # same size: no new block
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    return True
 
 
 def read_status_file(db_path: Path) -> dict[str, Any] | None:
@@ -80,8 +108,12 @@ def read_status(lib: Library) -> dict[str, Any]:
         writer_locked (bool): some process holds the writer lock right now.
         writer_pid (int | None): that process, when known.
         daemon (dict | None): the daemon's status file, or None when no daemon ever wrote one:
-            pid (int), state ("starting" | "reconciling" | "watching" | "read-only" | "stopped"),
-            writing (bool, this pid holds the writer lock), alive (bool, computed: process exists
+            pid (int), state ("starting" | "reconciling" | "watching" | "read-only" |
+            "retrying" (writes fail, see reason) | "recovering" (re-opening after the folder,
+            index or lock vanished, or a failure) | "stopping" | "stopped" | "stopped: REASON"),
+            reason, hint (str | None: why it is retrying, recovering or stopped, what to do),
+            recoveries (int), writing (bool, this pid holds the writer lock), alive (bool,
+            computed: process exists
             and heartbeat fresh), progress ({done, total} files of the running reconcile, or
             None), heartbeat_at (float), heartbeat_age (float s, computed),
             started_at (float), observer ("inotify" | "polling" | …), notice (str, e.g. the
@@ -133,7 +165,7 @@ def read_status(lib: Library) -> dict[str, Any]:
         dpid = daemon.get("pid")
         alive = (
             isinstance(dpid, int)
-            and daemon.get("state") != "stopped"
+            and not str(daemon.get("state")).startswith("stopped")
             and now - beat < STALE_AFTER_S
             and _pid_alive(dpid)
         )

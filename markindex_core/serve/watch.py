@@ -19,9 +19,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from watchdog.events import (
+    DirAttribEvent,
     DirCreatedEvent,
     DirDeletedEvent,
     DirMovedEvent,
+    FileAttribEvent,
     FileClosedEvent,
     FileCreatedEvent,
     FileDeletedEvent,
@@ -39,7 +41,8 @@ from markindex_core.index.scan import is_markdown
 
 log = logging.getLogger("markindex.watch")
 
-# Opened, attrib and dir-modified events carry nothing reconcile needs.
+# Opened and dir-modified events carry nothing reconcile needs. Attribute events do: a chmod
+# that makes a file or folder readable changes neither size nor mtime, and nothing else says so.
 EVENT_TYPES: list[type[FileSystemEvent]] = [
     FileCreatedEvent,
     FileModifiedEvent,
@@ -49,6 +52,8 @@ EVENT_TYPES: list[type[FileSystemEvent]] = [
     DirCreatedEvent,
     DirDeletedEvent,
     DirMovedEvent,
+    FileAttribEvent,
+    DirAttribEvent,
 ]
 
 

@@ -34,10 +34,19 @@ def wait_for(pred: Callable[[], T | None], timeout: float = 10.0, interval: floa
 class DaemonProcess:
     """`markindex daemon ROOT --no-mcp` in a subprocess, logs captured from stderr."""
 
-    def __init__(self, root: Path, db: Path, *extra: str, user: int | None = None) -> None:
+    def __init__(
+        self,
+        root: Path,
+        db: Path,
+        *extra: str,
+        user: int | None = None,
+        log_dir: Path | None = None,
+    ) -> None:
         self.root, self.db = root, db
-        self.log_path = db.parent / f"daemon-{time.monotonic_ns()}.log"
+        # Tests that delete the index folder keep the log elsewhere (`log_dir`).
+        self.log_path = (log_dir or db.parent) / f"daemon-{time.monotonic_ns()}.log"
         db.parent.mkdir(parents=True, exist_ok=True)
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = open(self.log_path, "wb")  # noqa: SIM115
         args = [sys.executable, "-m", "markindex_core", "daemon", str(root), "--db", str(db)]
         self.proc = subprocess.Popen(

@@ -126,3 +126,20 @@ async def test_an_inotify_overflow_asks_for_a_full_reconcile() -> None:
         alarm.remove()
     batch = await asyncio.wait_for(c.next_batch(), 1)
     assert batch.full
+
+
+async def test_a_chmod_marks_the_file_or_folder_dirty(tmp_path: Path) -> None:
+    """A folder or file made readable changes neither size nor mtime: only the attribute event says so."""
+    root = tmp_path / "lib"
+    (root / "locked").mkdir(parents=True)
+    (root / "locked" / "x.md").write_text("# X\n", encoding="utf-8")
+    (root / "secret.md").write_text("# S\n", encoding="utf-8")
+    c = Coalescer(asyncio.get_running_loop(), quiet_s=0.05, max_wait_s=1.0)
+    watch = start_watching(root, LibraryEvents(root, c))
+    try:
+        os.chmod(root / "locked", 0o700)
+        os.chmod(root / "secret.md", 0o600)
+        batch = await asyncio.wait_for(c.next_batch(), 3)
+        assert {"locked", "secret.md"} <= batch.paths
+    finally:
+        watch.stop()

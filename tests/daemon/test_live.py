@@ -1,0 +1,349 @@
+"""A live index never goes silently stale: its folder, index or lock vanishing, a full disk, a
+read-only index file, and a shutdown that must not freeze the event loop."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from markindex_core.config import DAEMON_ROOT_WAIT_S
+from markindex_core.errors import MarkindexError
+from markindex_core.library import Library
+from markindex_core.serve.daemon import Daemon
+from markindex_core.serve.status import read_status, read_status_file, writer_lock_state
+from markindex_core.store.lock import WriterLock
+
+from .helpers import DaemonProcess, doc_paths, find, wait_for
+
+
+def _lib(tmp_path: Path, files: dict[str, str]) -> Path:
+    root = tmp_path / "lib"
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text, encoding="utf-8")
+    return root
+
+
+def _found(db: Path, root: Path, word: str) -> set[str]:
+    """What a fresh reader finds, or nothing while the folder or the index is missing."""
+    try:
+        return find(db, root, word)
+    except MarkindexError:
+        return set()
+
+
+def _docs(db: Path) -> set[str]:
+    try:
+        return doc_paths(db)
+    except MarkindexError:
+        return set()
+
+
+def _clean_log(d: DaemonProcess) -> None:
+    assert "Traceback" not in d.log, d.log
+
+
+def test_root_deleted_and_recreated_with_the_index_inside(tmp_path: Path) -> None:
+    root = _lib(tmp_path, {"a.md": "# A\n\nalpha\n"})
+    db = root / ".markindex" / "index.db"
+    d = DaemonProcess(root, db, log_dir=tmp_path / "logs")
+    try:
+        d.wait_writing()
+        shutil.rmtree(root)
+        root.mkdir()
+        (root / "b.md").write_text("# B\n\nbeluga\n", encoding="utf-8")
+        wait_for(lambda: _found(db, root, "beluga") == {"b.md"}, timeout=15)
+        st = wait_for(lambda: (s := d.status()).get("state") == "watching" and s, timeout=10)
+        assert st["recoveries"] >= 1 and st["writing"] and st["pid"] == d.proc.pid
+        status = read_status(Library(root, db))
+        assert status["indexed"] and status["daemon"]["alive"] and status["daemon_writing"]
+        assert writer_lock_state(db) == (True, d.proc.pid)
+        # and it keeps watching the new folder
+        (root / "c.md").write_text("# C\n\ncapybara\n", encoding="utf-8")
+        wait_for(lambda: _found(db, root, "capybara") == {"c.md"})
+        _clean_log(d)
+    finally:
+        assert d.stop() == 0, d.log
+
+
+def test_index_folder_deleted_while_running(tmp_path: Path) -> None:
+    root = _lib(tmp_path, {"a.md": "# A\n\nalpha\n"})
+    db = root / ".markindex" / "index.db"
+    d = DaemonProcess(root, db, log_dir=tmp_path / "logs")
+    try:
+        d.wait_writing()
+        shutil.rmtree(root / ".markindex")
+        (root / "b.md").write_text("# B\n\nbeluga\n", encoding="utf-8")
+        wait_for(lambda: _found(db, root, "beluga") == {"b.md"}, timeout=15)
+        assert _found(db, root, "alpha") == {"a.md"}  # rebuilt in full, not just the new file
+        # The daemon holds the lock on the lock file that is linked at its path again.
+        assert writer_lock_state(db) == (True, d.proc.pid)
+        assert not WriterLock(db).try_acquire()
+        assert "index file" in d.log and "restarting" in d.log
+        _clean_log(d)
+    finally:
+        assert d.stop() == 0, d.log
+
+
+def test_lock_file_deleted_while_running_is_taken_again(tmp_path: Path) -> None:
+    root = _lib(tmp_path, {"a.md": "# A\n\nalpha\n"})
+    db = tmp_path / "idx" / "index.db"
+    d = DaemonProcess(root, db)
+    try:
+        d.wait_writing()
+        WriterLock(db).path.unlink()
+        wait_for(lambda: writer_lock_state(db) == (True, d.proc.pid), timeout=10)
+        assert not WriterLock(db).try_acquire()  # no second writer can start
+        (root / "b.md").write_text("# B\n\nbeluga\n", encoding="utf-8")
+        wait_for(lambda: _found(db, root, "beluga") == {"b.md"}, timeout=10)
+        _clean_log(d)
+    finally:
+        assert d.stop() == 0, d.log
+
+
+@pytest.mark.parametrize("pause", [False, True])
+def test_root_renamed_away_and_back(tmp_path: Path, pause: bool) -> None:
+    root = _lib(tmp_path, {"a.md": "# A\n\nalpha\n", "sub/b.md": "# B\n\nbeluga\n"})
+    away = tmp_path / "away"
+    db = tmp_path / "idx" / "index.db"
+    d = DaemonProcess(root, db)
+    try:
+        d.wait_writing()
+        for i in range(3):
+            os.rename(root, away)
+            (away / f"n{i}.md").write_text(f"# N\n\nnarwhal{i}\n", encoding="utf-8")
+            if pause:  # long enough for the daemon to notice the folder is gone
+                wait_for(lambda: d.status().get("state") == "recovering", timeout=10)
+            os.rename(away, root)
+            want = {"a.md", "sub/b.md", *(f"n{j}.md" for j in range(i + 1))}
+            wait_for(lambda: _docs(db) == want, timeout=15)  # noqa: B023
+            wait_for(lambda: _found(db, root, f"narwhal{i}") == {f"n{i}.md"}, timeout=10)  # noqa: B023
+        assert wait_for(lambda: d.status().get("state") == "watching", timeout=10)
+        _clean_log(d)
+    finally:
+        assert d.stop() == 0, d.log
+
+
+def test_root_gone_for_good_ends_the_daemon_with_one_clear_line(tmp_path: Path) -> None:
+    root = _lib(tmp_path, {"a.md": "# A\n\nalpha\n"})
+    db = tmp_path / "idx" / "index.db"
+    d = DaemonProcess(root, db)
+    try:
+        d.wait_writing()
+        shutil.rmtree(root)
+        st = wait_for(lambda: (s := d.status()).get("state") == "recovering" and s, timeout=10)
+        assert "is gone" in st["reason"]
+        rc = d.proc.wait(DAEMON_ROOT_WAIT_S + 20)
+    finally:
+        d.stop()
+    assert rc != 0
+    assert d.log.count(f"the library folder {root} is gone") >= 1 and "restart" in d.log
+    _clean_log(d)
+    final = read_status_file(db) or {}
+    assert final["state"].startswith("stopped: the library folder")
+    assert not read_status(Library(tmp_path, db))["daemon"]["alive"]
+
+
+def test_root_gone_for_good_ends_a_daemon_serving_mcp_too(tmp_path: Path) -> None:
+    """With MCP on stdio (the client still connected), the daemon ends rather than serve a
+    library that is gone."""
+    root = _lib(tmp_path, {"a.md": "# A\n\nalpha\n"})
+    db = tmp_path / "idx" / "index.db"
+    db.parent.mkdir()
+    err = tmp_path / "stderr.log"
+    with open(err, "wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "markindex_core", "daemon", str(root), "--db", str(db)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=log,
+        )
+        try:
+            wait_for(lambda: (read_status_file(db) or {}).get("reconciles"), timeout=30)
+            shutil.rmtree(root)
+            rc = proc.wait(DAEMON_ROOT_WAIT_S + 20)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    text = err.read_text(encoding="utf-8")
+    assert rc != 0 and f"the library folder {root} is gone" in text and "Traceback" not in text
+
+
+# ----- write failures: a full disk, a read-only index file -------------------------------------
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 4 MB tmpfs (needs the right to mount; skipped otherwise)."""
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    r = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mnt)], capture_output=True
+    )
+    if r.returncode:
+        pytest.skip(f"cannot mount a small tmpfs: {r.stderr.decode(errors='replace').strip()}")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+def _fill(path: Path) -> None:
+    """Write until the disk is full."""
+    with open(path, "wb") as fh, contextlib.suppress(OSError):
+        while True:
+            fh.write(b"\0" * 65536)
+            fh.flush()
+
+
+def _big_doc(word: str) -> str:
+    body = "\n\n".join(
+        f"## Part {i}\n\n" + " ".join(f"w{i}x{j}" for j in range(200)) for i in range(300)
+    )
+    return f"# Big\n\n{word}\n\n{body}\n"
+
+
+def test_a_full_disk_is_reported_reads_go_on_and_writing_resumes(
+    tmp_path: Path, small_disk: Path
+) -> None:
+    root = _lib(tmp_path, {"a.md": "# A\n\nalpha\n"})
+    db = small_disk / "index.db"
+    d = DaemonProcess(root, db, log_dir=tmp_path / "logs")
+    try:
+        d.wait_writing()
+        _fill(small_disk / "filler")
+        (root / "big.md").write_text(_big_doc("zebrafish"), encoding="utf-8")
+        st = wait_for(lambda: (s := d.status()).get("state") == "retrying" and s, timeout=15)
+        assert "is full" in st["reason"] and "free some space" in st["hint"]
+        status = read_status(Library(root, db))
+        assert status["daemon"]["alive"], status["daemon"]  # the heartbeat goes on
+        assert _found(db, root, "alpha") == {"a.md"}  # reads keep working
+        # retried with back-off, reported once
+        wait_for(lambda: "next try in 2 s" in (d.status().get("hint") or ""), timeout=15)
+        assert d.log.count("is full") == 1, d.log
+        text = subprocess.run(
+            [sys.executable, "-m", "markindex_core", "status", str(root), "--db", str(db)],
+            capture_output=True,
+            text=True,
+        ).stdout
+        assert "is full" in text and "free some space" in text
+        (small_disk / "filler").unlink()
+        wait_for(lambda: _found(db, root, "zebrafish") == {"big.md"}, timeout=30)
+        st = wait_for(lambda: (s := d.status()).get("state") == "watching" and s, timeout=10)
+        assert st["reason"] is None
+        _clean_log(d)
+    finally:
+        assert d.stop() == 0, d.log
+
+
+def _immutable(path: Path, on: bool) -> bool:
+    r = subprocess.run(["chattr", "+i" if on else "-i", str(path)], capture_output=True)
+    return r.returncode == 0
+
+
+def test_a_read_only_index_file_is_reported_and_writing_resumes(tmp_path: Path) -> None:
+    """The index file made unwritable (an immutable file: even root can't write it, as a
+    0444 file is for anyone else)."""
+    root = _lib(tmp_path, {"a.md": "# A\n\nalpha\n"})
+    db = tmp_path / "idx" / "index.db"
+    Library(root, db).index()
+    (root / "b.md").write_text("# B\n\nbeluga\n", encoding="utf-8")
+    if not _immutable(db, True):
+        pytest.skip("chattr +i is not available here")
+    d = DaemonProcess(root, db)
+    try:
+        st = wait_for(lambda: (s := d.status()).get("state") == "retrying" and s, timeout=15)
+        assert "read-only" in st["reason"] and "chmod" in st["hint"]
+        assert read_status(Library(root, db))["daemon"]["alive"]
+        assert _found(db, root, "alpha") == {"a.md"}
+        _immutable(db, False)
+        wait_for(lambda: _found(db, root, "beluga") == {"b.md"}, timeout=30)
+        assert d.log.count("read-only") == 1, d.log
+        _clean_log(d)
+    finally:
+        _immutable(db, False)
+        assert d.stop() == 0, d.log
+
+
+# ----- permissions: a chmod is an event -----------------------------------------------------
+@pytest.mark.skipif(not hasattr(os, "getuid"), reason="POSIX permissions")
+def test_a_folder_or_file_made_readable_is_indexed(tmp_path: Path) -> None:
+    root = _lib(tmp_path, {"ok.md": "# Ok\n\nokapi\n", "secret.md": "# Secret\n\nserval\n"})
+    (root / "locked").mkdir()
+    (root / "locked" / "x.md").write_text("# X\n\nxerus\n", encoding="utf-8")
+    os.chmod(root / "secret.md", 0)
+    os.chmod(root / "locked", 0)
+    db = tmp_path / "idx" / "index.db"
+    db.parent.mkdir()
+    user = None
+    if os.getuid() == 0:  # root reads everything: run the daemon as an unprivileged user
+        user = 65534
+        try:
+            subprocess.run([sys.executable, "-c", "pass"], user=user, check=True)
+        except (OSError, subprocess.CalledProcessError):
+            pytest.skip(
+                "running as root, and the interpreter is not usable by an unprivileged user"
+            )
+        for p in (tmp_path, root, db.parent):
+            os.chmod(p, 0o777)
+    d = DaemonProcess(root, db, user=user)
+    try:
+        d.wait_writing()
+        assert _found(db, root, "serval") == set() and _found(db, root, "xerus") == set()
+        os.chmod(root / "locked", 0o755)
+        os.chmod(root / "secret.md", 0o644)
+        wait_for(lambda: _found(db, root, "xerus") == {"locked/x.md"})
+        wait_for(lambda: _found(db, root, "serval") == {"secret.md"})
+    finally:
+        os.chmod(root / "locked", 0o755)
+        assert d.stop() == 0, d.log
+
+
+# ----- in process: status across threads, shutdown off the loop -------------------------------
+async def test_shutdown_never_blocks_the_event_loop(tmp_path: Path) -> None:
+    root = _lib(tmp_path, {"a.md": "# A\n\nalpha\n"})
+    lib = Library(root, tmp_path / "idx" / "index.db")
+    daemon = Daemon(lib)
+    task = asyncio.create_task(daemon.run())
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 30
+    while not daemon.status["reconciles"]:
+        assert loop.time() < deadline and not task.done()
+        await asyncio.sleep(0.02)
+    copy = daemon.status
+    copy["state"] = "changed by a reader"
+    assert daemon.status["state"] == "watching"  # readers get a copy
+    # Keep the writer thread busy, as a long reconcile would, so closing has to wait for it.
+    release = threading.Event()
+    daemon._writer.submit(release.wait, 10)
+    gaps: list[float] = []
+
+    async def ticker() -> None:
+        last = time.monotonic()
+        while True:
+            await asyncio.sleep(0.01)
+            now = time.monotonic()
+            gaps.append(now - last)
+            last = now
+
+    tick = asyncio.create_task(ticker())
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    await asyncio.sleep(0.5)  # the loop goes on while the writer is still busy
+    assert daemon.status["state"] == "stopping"
+    release.set()
+    assert await asyncio.to_thread(daemon.wait_stopped, 20)
+    tick.cancel()
+    assert daemon.status["state"] == "stopped" and not daemon.lock.held
+    assert max(gaps) < 0.25, max(gaps)
+    lib.close()
