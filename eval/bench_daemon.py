@@ -29,7 +29,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import IO, Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -88,7 +90,9 @@ def pct(values: list[float], q: float) -> float:
     return s[min(len(s) - 1, round(q * (len(s) - 1)))]
 
 
-def wait_status(db: Path, pred, timeout: float) -> dict:  # type: ignore[no-untyped-def]
+def wait_status(
+    db: Path, pred: Callable[[dict[str, Any]], object], timeout: float
+) -> dict[str, Any]:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         st = read_status_file(db) or {}
@@ -134,6 +138,93 @@ def load_section(cmd: list[str], root: Path, db: Path, runs: int) -> None:
         f"save→searchable under MCP search load (query every 10 ms, {runs} runs): "
         f"p50 {pct(lat, 0.5):.0f} ms, p95 {pct(lat, 0.95):.0f} ms, max {max(lat):.0f} ms"
     )
+
+
+def save_latency(root: Path, lib: Library, runs: int, rng: random.Random) -> None:
+    """Save a 50 KB file, then search until it is found: the daemon's write → searchable."""
+    searcher, store = lib.searcher(), lib.store
+    # ----- save → searchable ----------------------------------------------------------------
+    lat: list[float] = []
+    for i in range(runs):
+        marker = f"zqmark{i}x{rng.randrange(10**6)}"
+        body = text_of(50_000, rng, marker)
+        path = root / "bench" / (f"new{i}.md" if i % 2 else "edited.md")
+        time.sleep(0.15)  # start each sample from a quiet daemon
+        start = time.perf_counter()
+        path.write_text(body, encoding="utf-8")
+        # Search again whenever the index changed (a miss costs a full substring pass, so
+        # searching blindly in a loop would measure the search, not the daemon).
+        seen = -1
+        while True:
+            version = store.data_version()
+            if version != seen:
+                seen = version
+                if searcher.search(marker, limit=1).hits:
+                    break
+            if time.perf_counter() - start > 10:
+                raise SystemExit(f"{marker} never became searchable")
+            time.sleep(0.001)
+        lat.append((time.perf_counter() - start) * 1000)
+    print(
+        f"save→searchable (50 KB file, {runs} runs): p50 {pct(lat, 0.5):.0f} ms, "
+        f"p95 {pct(lat, 0.95):.0f} ms, max {max(lat):.0f} ms"
+    )
+
+
+def checkout_burst(root: Path, lib: Library, n: int, kb: int, rng: random.Random) -> None:
+    """Write n files at once (a checkout), then wait until every one is indexed."""
+    store = lib.store
+    # ----- checkout burst -------------------------------------------------------------------
+    for label in ("create", "switch"):
+        data_by_rel = {
+            f"checkout/part{i % 10}/f{i}.md": text_of(kb * 1000, rng, f"{label}{i}").encode()
+            for i in range(n)
+        }
+        wanted = {rel: content_hash(data) for rel, data in data_by_rel.items()}
+        start = time.perf_counter()
+        for rel, data in data_by_rel.items():
+            p = root / rel
+            p.parent.mkdir(parents=True, exist_ok=True)
+            if p.exists():
+                p.unlink()
+            p.write_bytes(data)
+        written = time.perf_counter() - start
+
+        def done(wanted: dict[str, str] = wanted) -> bool:
+            with store.conn:
+                for rel, h in wanted.items():
+                    doc = store.document(rel)
+                    if doc is None or doc["hash"] != h:
+                        return False
+            return True
+
+        while not done():
+            if time.perf_counter() - start > 120:
+                raise SystemExit("burst never absorbed")
+            time.sleep(0.02)
+        print(
+            f"burst {label}: {n} files × {kb} KB written in {written:.2f} s, "
+            f"all indexed {time.perf_counter() - start:.2f} s after the first write"
+        )
+
+
+def restart_with_mcp(cmd: list[str], db: Path, log: IO[bytes], idle_s: float) -> None:
+    """Start the daemon again on the built index, serving MCP over stdio."""
+    # ----- a restart on the built index, serving MCP over stdio -----------------------------
+    mcp_cmd = [c for c in cmd if c != "--no-mcp"]
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(
+        mcp_cmd, cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log
+    )
+    wait_status(db, lambda s: s.get("pid") == proc.pid and s.get("reconciles"), 300)
+    print(f"restart with MCP: up to date {time.perf_counter() - t0:.2f} s after launch")
+    idle = idle_cpu_percent(proc.pid, idle_s)
+    mem = rss_kb(proc.pid)
+    print(
+        f"daemon + MCP RSS: {mem['VmRSS'] / 1024:.0f} MB (peak {mem['VmHWM'] / 1024:.0f} MB), idle CPU {idle:.2f} %"
+    )
+    proc.send_signal(signal.SIGTERM)
+    print(f"daemon exit code {proc.wait(30)}")
 
 
 def main() -> None:
@@ -183,72 +274,11 @@ def main() -> None:
         mem_built = rss_kb(proc.pid)
         lib = Library(root, db)
         searcher = lib.searcher()
-        store = lib.store
         searcher.search("warm up")
 
-        # ----- save → searchable ----------------------------------------------------------------
         rng = random.Random(1)
-        lat: list[float] = []
-        for i in range(args.runs):
-            marker = f"zqmark{i}x{rng.randrange(10**6)}"
-            body = text_of(50_000, rng, marker)
-            path = root / "bench" / (f"new{i}.md" if i % 2 else "edited.md")
-            time.sleep(0.15)  # start each sample from a quiet daemon
-            start = time.perf_counter()
-            path.write_text(body, encoding="utf-8")
-            # Search again whenever the index changed (a miss costs a full substring pass, so
-            # searching blindly in a loop would measure the search, not the daemon).
-            seen = -1
-            while True:
-                version = store.data_version()
-                if version != seen:
-                    seen = version
-                    if searcher.search(marker, limit=1).hits:
-                        break
-                if time.perf_counter() - start > 10:
-                    raise SystemExit(f"{marker} never became searchable")
-                time.sleep(0.001)
-            lat.append((time.perf_counter() - start) * 1000)
-        print(
-            f"save→searchable (50 KB file, {args.runs} runs): p50 {pct(lat, 0.5):.0f} ms, "
-            f"p95 {pct(lat, 0.95):.0f} ms, max {max(lat):.0f} ms"
-        )
-
-        # ----- checkout burst -------------------------------------------------------------------
-        for label in ("create", "switch"):
-            data_by_rel = {
-                f"checkout/part{i % 10}/f{i}.md": text_of(
-                    args.burst_kb * 1000, rng, f"{label}{i}"
-                ).encode()
-                for i in range(args.burst)
-            }
-            wanted = {rel: content_hash(data) for rel, data in data_by_rel.items()}
-            start = time.perf_counter()
-            for rel, data in data_by_rel.items():
-                p = root / rel
-                p.parent.mkdir(parents=True, exist_ok=True)
-                if p.exists():
-                    p.unlink()
-                p.write_bytes(data)
-            written = time.perf_counter() - start
-
-            def done(wanted: dict[str, str] = wanted) -> bool:
-                with store.conn:
-                    for rel, h in wanted.items():
-                        doc = store.document(rel)
-                        if doc is None or doc["hash"] != h:
-                            return False
-                return True
-
-            while not done():
-                if time.perf_counter() - start > 120:
-                    raise SystemExit("burst never absorbed")
-                time.sleep(0.02)
-            print(
-                f"burst {label}: {args.burst} files × {args.burst_kb} KB written in {written:.2f} s, "
-                f"all indexed {time.perf_counter() - start:.2f} s after the first write"
-            )
-
+        save_latency(root, lib, args.runs, rng)
+        checkout_burst(root, lib, args.burst, args.burst_kb, rng)
         # ----- memory and idle CPU --------------------------------------------------------------
         wait_status(db, lambda s: not s.get("busy") and s.get("queue") == 0, 120)
         idle = idle_cpu_percent(proc.pid, args.idle_s)
@@ -265,21 +295,7 @@ def main() -> None:
         proc.send_signal(signal.SIGTERM)
         print(f"daemon exit code {proc.wait(30)}")
 
-        # ----- a restart on the built index, serving MCP over stdio -----------------------------
-        mcp_cmd = [c for c in cmd if c != "--no-mcp"]
-        t0 = time.perf_counter()
-        proc = subprocess.Popen(
-            mcp_cmd, cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log
-        )
-        wait_status(db, lambda s: s.get("pid") == proc.pid and s.get("reconciles"), 300)
-        print(f"restart with MCP: up to date {time.perf_counter() - t0:.2f} s after launch")
-        idle = idle_cpu_percent(proc.pid, args.idle_s)
-        mem = rss_kb(proc.pid)
-        print(
-            f"daemon + MCP RSS: {mem['VmRSS'] / 1024:.0f} MB (peak {mem['VmHWM'] / 1024:.0f} MB), idle CPU {idle:.2f} %"
-        )
-        proc.send_signal(signal.SIGTERM)
-        print(f"daemon exit code {proc.wait(30)}")
+        restart_with_mcp(cmd, db, log, args.idle_s)
 
         # ----- save → searchable while an MCP client searches -----------------------------------
         load_section(cmd, root, db, args.load_runs)

@@ -50,7 +50,7 @@ class _CurrentStderr(logging.StreamHandler):  # type: ignore[type-arg]
     """Writes to whatever `sys.stderr` is at the time of the record (test capture, a terminal
     app's redirect), not to the stream that was current at set-up."""
 
-    @property  # type: ignore[override]
+    @property
     def stream(self) -> TextIO:
         return sys.stderr
 

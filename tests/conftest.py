@@ -3,18 +3,13 @@
 from __future__ import annotations
 
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from markindex_core.library import Library
-
-REPO = Path(__file__).resolve().parent.parent
-SAMPLE = REPO / "examples" / "library"
-CORPUS = REPO.parent / "shared" / "corpus"
-EVAL_DIR = REPO.parent / "shared" / "eval"
-
-needs_corpus = pytest.mark.skipif(not CORPUS.is_dir(), reason="evaluation corpus not present")
+from tests.paths import CORPUS, SAMPLE
 
 
 @pytest.fixture
@@ -26,7 +21,7 @@ def sample_library(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def indexed_sample(sample_library: Path) -> Library:
+def indexed_sample(sample_library: Path) -> Iterator[Library]:
     lib = Library(sample_library)
     lib.index()
     yield lib

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from typing import TYPE_CHECKING, Any
 
 from markindex_core.cli.common import (
     Subparsers,
@@ -18,6 +19,9 @@ from markindex_core.config import (
     STATUS_ERRORS_SHOWN,
     STATUS_SKIPPED_SHOWN,
 )
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 def register(sub: Subparsers) -> None:
@@ -107,56 +111,73 @@ def cmd_status(args: argparse.Namespace) -> int:
         emit_json(st)
         return 0 if st["indexed"] else 1
     from rich.console import Console
+
+    out = Console(highlight=False)
+    _print_index(out, st)
+    _print_daemon(out, st)
+    _print_skipped(out, st["skipped"])
+    return 0 if st["indexed"] else 1
+
+
+def _escape(text: str) -> str:
+    """Untrusted text for a rich console: no markup, no control characters."""
     from rich.markup import escape as escape_markup
 
     from markindex_core.text.safe import printable
 
-    def escape(text: str) -> str:  # untrusted text: no markup, no control characters
-        return escape_markup(printable(text))
+    return escape_markup(printable(text))
 
-    out = Console(highlight=False)
-    out.print(f"[bold]{escape(st['root'])}[/] → {escape(st['db'])}")
+
+def _print_index(out: Console, st: dict[str, Any]) -> None:
+    out.print(f"[bold]{_escape(st['root'])}[/] → {_escape(st['db'])}")
     if not st["indexed"]:
-        out.print(f"[yellow]not indexed[/]{': ' + escape(st['error']) if st['error'] else ''}")
-    else:
-        out.print(
-            f"documents {st['documents']}, nodes {st['nodes']}, tokens {st['tokens']}, "
-            f"links {st['links']}, skipped {len(st['skipped'])}"
-        )
-        secs = st["last_index_seconds"]
-        out.print(
-            f"last indexed {_ago(st['last_index_at'])}" + (f" in {secs:.2f} s" if secs else "")
-        )
+        out.print(f"[yellow]not indexed[/]{': ' + _escape(st['error']) if st['error'] else ''}")
+        return
+    out.print(
+        f"documents {st['documents']}, nodes {st['nodes']}, tokens {st['tokens']}, "
+        f"links {st['links']}, skipped {len(st['skipped'])}"
+    )
+    secs = st["last_index_seconds"]
+    out.print(f"last indexed {_ago(st['last_index_at'])}" + (f" in {secs:.2f} s" if secs else ""))
+
+
+def _print_daemon(out: Console, st: dict[str, Any]) -> None:
     d = st["daemon"]
     if d and d["alive"]:
-        role = "writing" if d["writing"] else "read-only (another process writes)"
-        out.print(
-            f"daemon: pid {d['pid']}, {role}, {d['state']}, {d.get('observer')}, "
-            f"queue {d.get('queue', 0)}, heartbeat {d['heartbeat_age']:.1f} s ago"
-        )
-        if d.get("reason"):
-            out.print(f"  [red]{escape(d['reason'])}[/]")
-            out.print(f"  [yellow]{escape(d.get('hint') or '')}[/]")
-        if d.get("last_reconcile_at"):
-            out.print(f"  last reconcile {_ago(d['last_reconcile_at'])}")
-        if d.get("notice"):
-            out.print(f"  [yellow]{escape(d['notice'])}[/]")
-        if d.get("error_count"):
-            out.print(f"  [red]{d['error_count']} errors[/], latest:")
-            for e in d["errors"][-STATUS_ERRORS_SHOWN:]:
-                out.print(f"    {escape(e['path'] or '-')}: {escape(e['error'])}")
+        _print_live_daemon(out, d)
     elif st["writer_locked"]:
         pid = st["writer_pid"]
         out.print(
             f"no daemon; another process{f' (pid {pid})' if pid else ''} is writing the index"
         )
     elif d and d.get("reason") and str(d.get("state", "")).startswith("stopped"):
-        out.print(f"daemon: not running; it stopped because {escape(d['reason'])}")
+        out.print(f"daemon: not running; it stopped because {_escape(d['reason'])}")
     else:
         out.print("daemon: not running")
-    for s in st["skipped"][:STATUS_SKIPPED_SHOWN]:
-        out.print(f"[dim]skipped {escape(s['path'])}: {escape(s['reason'])}[/]")
-    if len(st["skipped"]) > STATUS_SKIPPED_SHOWN:
-        more = len(st["skipped"]) - STATUS_SKIPPED_SHOWN
+
+
+def _print_live_daemon(out: Console, d: dict[str, Any]) -> None:
+    role = "writing" if d["writing"] else "read-only (another process writes)"
+    out.print(
+        f"daemon: pid {d['pid']}, {role}, {d['state']}, {d.get('observer')}, "
+        f"queue {d.get('queue', 0)}, heartbeat {d['heartbeat_age']:.1f} s ago"
+    )
+    if d.get("reason"):
+        out.print(f"  [red]{_escape(d['reason'])}[/]")
+        out.print(f"  [yellow]{_escape(d.get('hint') or '')}[/]")
+    if d.get("last_reconcile_at"):
+        out.print(f"  last reconcile {_ago(d['last_reconcile_at'])}")
+    if d.get("notice"):
+        out.print(f"  [yellow]{_escape(d['notice'])}[/]")
+    if d.get("error_count"):
+        out.print(f"  [red]{d['error_count']} errors[/], latest:")
+        for e in d["errors"][-STATUS_ERRORS_SHOWN:]:
+            out.print(f"    {_escape(e['path'] or '-')}: {_escape(e['error'])}")
+
+
+def _print_skipped(out: Console, skipped: list[dict[str, Any]]) -> None:
+    for s in skipped[:STATUS_SKIPPED_SHOWN]:
+        out.print(f"[dim]skipped {_escape(s['path'])}: {_escape(s['reason'])}[/]")
+    if len(skipped) > STATUS_SKIPPED_SHOWN:
+        more = len(skipped) - STATUS_SKIPPED_SHOWN
         out.print(f"[dim]… {more} more skipped (see --json)[/]")
-    return 0 if st["indexed"] else 1

@@ -126,7 +126,8 @@ def writer_active(lock_path: Path) -> bool:
     try:
         if _OFD:
             answer = fcntl.fcntl(fd, fcntl.F_OFD_GETLK, _whole_file(fcntl.F_WRLCK))
-            return struct.unpack(_FLOCK_STRUCT, answer)[0] != fcntl.F_UNLCK
+            kind: int = struct.unpack(_FLOCK_STRUCT, answer)[0]
+            return kind != fcntl.F_UNLCK
         try:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:

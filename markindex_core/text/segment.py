@@ -36,7 +36,7 @@ def _cutter() -> tuple[str, Cutter]:
         import rjieba
 
         def cut_rjieba(text: str) -> list[str]:
-            return rjieba.cut_for_search(text, False)  # type: ignore[no-any-return]
+            return rjieba.cut_for_search(text, False)
 
         return "rjieba", cut_rjieba
     except ImportError:  # pragma: no cover - exercised only where the wheel is missing
@@ -156,7 +156,7 @@ def _precise() -> Cutter:
     if _cutter()[0] == "rjieba":
         import rjieba
 
-        return lambda s: rjieba.cut(s, False)  # type: ignore[no-any-return]
+        return lambda s: rjieba.cut(s, False)
     import jieba  # pragma: no cover
 
     return lambda s: list(jieba.cut(s, HMM=False))  # pragma: no cover

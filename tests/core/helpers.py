@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from markindex_core.config import TreeParams
 from markindex_core.index.document import build_document
@@ -12,10 +13,10 @@ from markindex_core.store.db import Store
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
-def build(src: str | bytes, path: str = "doc.md", **params: object) -> ParsedDocument:
+def build(src: str | bytes, path: str = "doc.md", **params: Any) -> ParsedDocument:
     """Parse `src` with the given tree parameters; fail the test if the file is skipped."""
     data = src.encode("utf-8") if isinstance(src, str) else src
-    doc = build_document(path, data, 0, TreeParams(**params))  # type: ignore[arg-type]
+    doc = build_document(path, data, 0, TreeParams(**params))
     assert not isinstance(doc, SkippedFile), doc.reason
     return doc
 

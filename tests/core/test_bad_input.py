@@ -9,6 +9,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -53,7 +54,7 @@ def bad_index(bad_library: Path, tmp_path_factory: pytest.TempPathFactory) -> It
     lib.close()
 
 
-def index_json(root: Path, db: Path) -> dict[str, object]:
+def index_json(root: Path, db: Path) -> dict[str, Any]:
     proc = subprocess.run(
         [sys.executable, "-m", "markindex_core", "index", str(root), "--db", str(db), "--json"],
         cwd=REPO_ROOT,
@@ -69,12 +70,12 @@ def index_json(root: Path, db: Path) -> dict[str, object]:
 def test_bad_files_are_indexed_or_skipped_with_a_reason(bad_library: Path, tmp_path: Path) -> None:
     db = tmp_path / "index.db"
     report = index_json(bad_library, db)
-    skipped = {s["path"]: s["reason"] for s in report["skipped"]}  # type: ignore[union-attr,index]
+    skipped = {s["path"]: s["reason"] for s in report["skipped"]}
     assert set(skipped) == {"invalid-utf8.md", "binary.md", "huge.md"}
     assert "UTF-8" in skipped["invalid-utf8.md"]
     assert "binary" in skipped["binary.md"]
     assert "too large" in skipped["huge.md"]
-    assert sorted(report["added"]) == [  # type: ignore[type-var]
+    assert sorted(report["added"]) == [
         "bom-only.md",
         "cjk-line.md",
         "deep-quote.md",
@@ -92,7 +93,7 @@ def test_bad_files_are_indexed_or_skipped_with_a_reason(bad_library: Path, tmp_p
     # A second run reports the same skips and rebuilds nothing.
     again = index_json(bad_library, db)
     assert again["added"] == again["updated"] == again["removed"] == []
-    assert {s["path"] for s in again["skipped"]} == set(skipped)  # type: ignore[union-attr,index]
+    assert {s["path"] for s in again["skipped"]} == set(skipped)
     lib.close()
 
 

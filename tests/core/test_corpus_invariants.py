@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from conftest import CORPUS, needs_corpus  # tests/conftest.py
 
 from markindex_core.config import MAX_TITLE_CHARS, TreeParams
 from markindex_core.index.decode import decode, split_lines
@@ -12,6 +11,7 @@ from markindex_core.index.markdown import parse_markdown
 from markindex_core.index.scan import IgnoreRules, scan
 from markindex_core.index.tree import build_sections
 from markindex_core.model import SkippedFile
+from tests.paths import CORPUS, needs_corpus
 
 from .helpers import check_tree, tree_shape
 

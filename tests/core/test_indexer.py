@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -60,7 +61,7 @@ def test_touch_without_change_is_unchanged(lib: Library) -> None:
     r = lib.index()
     assert not r.changed and r.unchanged == 12
     # the new mtime is remembered: the next run does not hash the file again
-    assert lib.store.document("doc3.md")["mtime_ns"] == st.st_mtime_ns + 5_000_000_000
+    assert _field(lib, "doc3.md", "mtime_ns") == st.st_mtime_ns + 5_000_000_000
 
 
 def test_newly_ignored_and_unignored(lib: Library, tmp_path: Path) -> None:
@@ -93,12 +94,12 @@ def test_setext_setting_is_stored_and_changing_it_rebuilds(lib: Library, tmp_pat
     assert lib.store.get_meta("setext") == "0"
     kept = lib.index()  # no flag: the stored setting stays
     assert not kept.changed and kept.full_rebuild is None
-    assert lib.store.document("setext.md")["title"] == "setext"
+    assert _field(lib, "setext.md", "title") == "setext"
     fresh_equals(lib.root, lib.db_path, tmp_path, setext=False)
     back = lib.index(setext=True)
     assert back.full_rebuild and len(back.updated) == 13
     lib.close()
-    assert lib.store.document("setext.md")["title"] == "Title"
+    assert _field(lib, "setext.md", "title") == "Title"
 
 
 def test_format_change_rebuilds_everything(lib: Library) -> None:
@@ -233,3 +234,9 @@ def test_incremental_matches_fresh_after_many_random_edits(tmp_path: Path) -> No
     shutil.rmtree(root / "added")
     removed = lib.index().removed
     assert removed and all(p.startswith("added/") for p in removed)
+
+
+def _field(lib: Library, path: str, key: str) -> Any:
+    doc = lib.store.document(path)
+    assert doc is not None, path
+    return doc[key]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -14,7 +16,9 @@ from markindex_core.text.tokens import estimate_tokens
 
 from .helpers import build, check_tree, tree_shape
 
-NO_MERGE = {"routing_cost": -(10**9)}  # a cost no subtree can beat: the raw heading tree
+NO_MERGE: dict[str, Any] = {
+    "routing_cost": -(10**9)
+}  # a cost no subtree can beat: the raw heading tree
 BODY = "Some body text that is long enough to matter for the routing cost of a node. " * 12
 
 

@@ -7,6 +7,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -18,7 +19,7 @@ from .helpers import wait_for
 from .workload import Workload
 
 
-def _payload(result: object) -> dict[str, object]:
+def _payload(result: object) -> dict[str, Any]:
     text = result.content[0].text  # type: ignore[attr-defined]
     return json.loads(text)  # type: ignore[no-any-return]
 
@@ -106,7 +107,7 @@ async def test_mcp_watch_keeps_the_index_live(tmp_path: Path) -> None:
         while time.monotonic() < deadline and not found:
             result = await client.call_tool("search_documents", {"query": "quartzite"})
             data = _payload(result).get("data") or {}
-            found = any(h.get("doc_path") == "b.md" for h in data.get("results", []))  # type: ignore[union-attr]
+            found = any(h.get("doc_path") == "b.md" for h in data.get("results", []))
             if not found:
                 await anyio.sleep(0.1)
         assert found

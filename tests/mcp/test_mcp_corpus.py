@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 
 from markindex_core.library import Library
-from tests.conftest import CORPUS, EVAL_DIR, needs_corpus
 from tests.mcp.helpers import LARGEST_DOC, join_pieces, ok, read_all_parts
+from tests.paths import CORPUS, EVAL_DIR, needs_corpus
 
 pytestmark = needs_corpus
 

@@ -7,7 +7,7 @@ import tomllib
 
 import markindex_core
 from markindex_core.cli.main import build_parser
-from tests.conftest import REPO
+from tests.paths import REPO
 
 
 def test_server_json_matches_package_and_cli() -> None:

@@ -5,18 +5,20 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from typing import Any
 
 from markindex_core.library import Library
 
 
-def _cli(*args: str) -> dict[str, object]:
+def _cli(*args: str) -> dict[str, Any]:
     out = subprocess.run(
         [sys.executable, "-m", "markindex_core", *args, "--json"],
         capture_output=True,
         text=True,
         check=True,
     )
-    return json.loads(out.stdout)
+    data: dict[str, Any] = json.loads(out.stdout)
+    return data
 
 
 def test_links_backlinks_and_broken(indexed_sample: Library) -> None:
@@ -35,6 +37,7 @@ def test_links_backlinks_and_broken(indexed_sample: Library) -> None:
 def test_link_lines_point_at_the_link(indexed_sample: Library) -> None:
     lines = (indexed_sample.root / "guides/install.md").read_text(encoding="utf-8").splitlines()
     doc = indexed_sample.document("guides/install.md")
+    assert doc is not None
     for link in indexed_sample.store.links_from(doc["id"]):
         assert link["target"].rsplit("/", 1)[-1] in lines[link["line"] - 1]
 

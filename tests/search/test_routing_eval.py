@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -56,7 +57,7 @@ def test_entry_terms_split_path_words() -> None:
 
 
 @pytest.fixture
-def small_library(tmp_path: Path) -> Library:
+def small_library(tmp_path: Path) -> Iterator[Library]:
     root = tmp_path / "lib"
     docs = {
         "rfcs/0001-zebra-crossing.md": "# Zebra crossing\n\nHow pedestrians cross roads.\n",

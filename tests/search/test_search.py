@@ -12,6 +12,12 @@ import pytest
 from markindex_core.library import Library
 
 
+def _doc_id(lib: Library, path: str) -> int:
+    doc = lib.document(path)
+    assert doc is not None, path
+    return int(doc["id"])
+
+
 def test_english_question_finds_the_passage(indexed_sample: Library) -> None:
     result = indexed_sample.search("which setting was renamed in version 2.0 from max_conn")
     top = result.hits[0]
@@ -28,7 +34,7 @@ def test_chinese_question_finds_the_article(indexed_sample: Library) -> None:
     assert top.doc_path == "laws/数据安全管理办法.md"
     text = "\n".join(
         indexed_sample.store.read_lines(
-            indexed_sample.document(top.doc_path)["id"], top.passage_start, top.passage_end
+            _doc_id(indexed_sample, top.doc_path), top.passage_start, top.passage_end
         )
     )
     assert "二十四小时" in text
@@ -64,8 +70,9 @@ def test_cited_lines_are_exactly_the_file_lines(indexed_sample: Library) -> None
     ):
         for hit in indexed_sample.search(query).hits:
             disk = (indexed_sample.root / hit.doc_path).read_text(encoding="utf-8").splitlines()
-            doc = indexed_sample.document(hit.doc_path)
-            stored = indexed_sample.store.read_lines(doc["id"], hit.passage_start, hit.passage_end)
+            stored = indexed_sample.store.read_lines(
+                _doc_id(indexed_sample, hit.doc_path), hit.passage_start, hit.passage_end
+            )
             assert stored == disk[hit.passage_start - 1 : hit.passage_end]
             assert hit.start_line <= hit.passage_start <= hit.passage_end <= hit.end_line
             assert hit.citation == f"[{hit.doc_path}, L{hit.passage_start}-{hit.passage_end}]"
