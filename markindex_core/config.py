@@ -122,6 +122,8 @@ TOOL_ERROR_DETAIL_CHARS = 300  # exception text quoted in an INTERNAL_ERROR enve
 MCP_TOOL_THREADS = 8  # worker threads (each with its own read connection) serving tool calls
 MCP_BACKGROUND_GRACE_SECONDS = 2.0  # background jobs wait for the first answer at most this long
 MCP_HTTP_HOST = "127.0.0.1"
+# `mcp` refuses a ROOT with no index and no Markdown file; the check reads at most this many entries.
+EMPTY_ROOT_SCAN_ENTRIES = 50_000
 MCP_HTTP_PORT = 8765
 MCP_HTTP_LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")  # accepted as Host when bound to one
 MCP_HTTP_WILDCARD_HOSTS = ("0.0.0.0", "::", "")  # every interface: only loopback names by default

@@ -124,6 +124,21 @@ def _check_http_options(args: argparse.Namespace) -> None:
         )
 
 
+def _refuse_empty_library(lib: Library) -> None:
+    """Hosts start servers in their own working directory, so a relative ROOT often names the
+    wrong folder (`lib` from `/` is `/usr/lib`). A folder with no index and no Markdown file is
+    refused instead of served as an empty library."""
+    from markindex_core.errors import InvalidArgument
+    from markindex_core.index.scan import holds_markdown
+
+    if not lib.has_index() and not holds_markdown(lib.root):
+        raise InvalidArgument(
+            f"{lib.root} holds no Markdown files and has no index",
+            "pass the library folder as an absolute path (MCP hosts start servers in their own "
+            "working directory)",
+        )
+
+
 def cmd_mcp(args: argparse.Namespace) -> int:
     _check_http_options(args)
     stdio = args.transport == "stdio"
@@ -133,6 +148,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
         guard_stdout()  # before anything else can write to stdout
 
     lib = open_library(args)
+    _refuse_empty_library(lib)
     if args.watch:
         return _run_watch(lib, args)
     if not args.reindex_on_start and not lib.has_index():

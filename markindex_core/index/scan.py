@@ -20,7 +20,7 @@ from typing import Protocol
 import pathspec
 from pathspec.patterns.gitignore.spec import GitIgnoreSpecPattern
 
-from markindex_core.config import IGNORE_FILE_NAME, MARKDOWN_SUFFIXES
+from markindex_core.config import EMPTY_ROOT_SCAN_ENTRIES, IGNORE_FILE_NAME, MARKDOWN_SUFFIXES
 from markindex_core.errors import InvalidArgument
 
 
@@ -173,6 +173,32 @@ class IgnoreRules:
 
 def is_markdown(name: str) -> bool:
     return name.lower().endswith(MARKDOWN_SUFFIXES) and not name.startswith(".")
+
+
+def holds_markdown(root: Path, budget: int = EMPTY_ROOT_SCAN_ENTRIES) -> bool:
+    """True when a Markdown file lies somewhere under `root` (dot-folders and symlinks skipped).
+
+    A quick check, not a scan: it stops at the first Markdown file, and after `budget` directory
+    entries it answers True (a folder that big is not the empty one this check is for).
+    """
+    pending = [root]
+    seen = 0
+    while pending:
+        try:
+            with os.scandir(pending.pop()) as entries:
+                for entry in entries:
+                    seen += 1
+                    if seen > budget:
+                        return True
+                    if entry.name.startswith("."):
+                        continue
+                    if entry.is_dir(follow_symlinks=False):
+                        pending.append(Path(entry.path))
+                    elif is_markdown(entry.name) and entry.is_file(follow_symlinks=False):
+                        return True
+        except OSError:
+            continue
+    return False
 
 
 def scan(root: Path, rules: PathRules) -> ScanResult:
