@@ -25,8 +25,11 @@ OSC52 = "\x1b]52;c;ZWNobyBwd25lZA==\x07"  # write the clipboard
 TITLE = "\x1b]0;pwned\x07"  # set the window title
 CLEAR = "\x1b[2J"  # clear the screen
 CONTROL = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f]")  # all but newline
-FOLDER = "dir" + TITLE
-DOC = "esc" + CLEAR + ".md"
+# Names with control characters are skipped at scan time (see README), so the documents have
+# ordinary names and one hostile name shows up only as a skipped file.
+FOLDER = "dir"
+DOC = "esc.md"
+BAD_NAME = "bad" + TITLE + ".md"
 BODY = (
     "---\n"
     'title: "fm \\e]52;c;ZWNobyBwd25lZA==\\a end"\n'
@@ -43,7 +46,8 @@ def hostile(tmp_path: Path) -> Path:
     root = tmp_path / "lib"
     (root / FOLDER).mkdir(parents=True)
     (root / FOLDER / DOC).write_text(BODY, encoding="utf-8")
-    (root / f"plain{OSC52}.md").write_text(f"# Plain {OSC52}\n\nzqosc text\n", encoding="utf-8")
+    (root / "plain.md").write_text(f"# Plain {OSC52}\n\nzqosc text\n", encoding="utf-8")
+    (root / BAD_NAME).write_text("# Bad name\n\nzqosc\n", encoding="utf-8")
     Library(root).index()
     return root
 
@@ -106,8 +110,9 @@ async def test_control_characters_are_escaped_everywhere(hostile: Path) -> None:
     assert "\\x9b31m" in everything  # a C1 CSI
     assert "key\\x1b[2J value \\x1b]0;pwned\\x07" in everything  # front matter key and value
     assert "other\\x1b[2J.md" in everything  # a link target
+    assert "bad\\x1b]0;pwned\\x07.md" in everything  # the skipped file, listed safely
     svg = seen[0]
-    assert "\\x1b]0;pwned" in svg  # the folder name, in the tree
+    assert "\\x1b]0;pwned" in svg  # a section title, in the tree
 
 
 def test_preview_lines_keep_tabs_and_escape_the_rest() -> None:
