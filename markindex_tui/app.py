@@ -21,7 +21,7 @@ from markindex_core.text.safe import printable
 from markindex_tui.data import now
 from markindex_tui.screens.browse import BrowseScreen
 from markindex_tui.screens.build import BuildScreen
-from markindex_tui.screens.help import HelpScreen, Section
+from markindex_tui.screens.help import HelpScreen, HelpSection
 from markindex_tui.screens.search import SearchScreen
 from markindex_tui.widgets.library_tree import LibraryTree
 
@@ -140,7 +140,7 @@ class MarkindexApp(App[None]):
         self.theme = LIGHT if self.current_theme.dark else DARK
 
 
-def help_sections() -> list[Section]:
+def help_sections() -> list[HelpSection]:
     def all_(_: Binding) -> bool:
         return True
 

@@ -133,7 +133,7 @@ TOOLS: dict[str, ToolSpec] = {
             "Document outline",
             "The section outline of one document, without body text: node ids, titles, kinds, "
             "line ranges (start_line..end_line spans the whole section, own_end_line its own text), "
-            "tokens, merged headings and summaries. `depth` levels (default "
+            "tokens and merged headings. `depth` levels (default "
             f"{STRUCTURE_DEFAULT_DEPTH}) from the top, or from `node_id` to see one section's "
             "subtree; entries with children_hidden have deeper levels. Paginated with `part`.",
             _object(
@@ -192,7 +192,7 @@ TOOLS: dict[str, ToolSpec] = {
             "search_documents",
             "Keyword search",
             "BM25 keyword search (Chinese, English, mixed; identifiers kept whole) over section "
-            "titles, merged headings, summaries and text. Scope it with `folder` or `doc_path`. "
+            "titles, merged headings and text. Scope it with `folder` or `doc_path`. "
             "Each result names its document, node, title path, the node's line range and the "
             "passage that carries the match, with a citation and a snippet. When not every word "
             "matches, results are relaxed and say so (`mode`, `notice`). The way out when browsing "

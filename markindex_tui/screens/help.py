@@ -14,7 +14,7 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Footer, Static
 
-Section = tuple[str, list[type], Callable[[Binding], bool]]
+HelpSection = tuple[str, list[type], Callable[[Binding], bool]]
 
 
 def _everything(_: Binding) -> bool:
@@ -66,7 +66,7 @@ class HelpScreen(ModalScreen[None]):
     }
     """
 
-    def __init__(self, sections: list[Section], intro: str) -> None:
+    def __init__(self, sections: list[HelpSection], intro: str) -> None:
         super().__init__()
         self.sections = sections
         self.intro = intro
