@@ -137,6 +137,7 @@ DAEMON_MAX_WAIT_MS = 1000  # …or this long after its first event, even if even
 DAEMON_LOCK_POLL_S = 0.5  # a read-only daemon retries the writer lock this often
 DAEMON_TIDY_IDLE_S = 5.0  # after this long without writes, merge FTS segments (see Indexer.tidy)
 DAEMON_TIDY_DEFER_WRITES = 64  # …which saves defer, up to this many writes, off their latency path
+BUSY_TIMEOUT_MS = 5_000  # a connection waits this long for a lock before SQLITE_BUSY
 DAEMON_CHECKPOINT_BUSY_MS = 100  # the idle WAL truncation waits at most this long for readers
 DAEMON_HEARTBEAT_S = 2.0  # status file refresh; a daemon silent for 3 beats counts as gone
 DAEMON_GUARD_S = 0.5  # how often the daemon checks that root, index file and lock are still its own

@@ -252,7 +252,7 @@ def _close_writer(store: Store, db_path: Path, *, discard: bool) -> None:
     empty = True
     if discard:
         try:
-            empty = store.scalar("SELECT 1 FROM documents LIMIT 1") is None
+            empty = not store.has_documents()
         except apsw.Error:
             pass
     try:

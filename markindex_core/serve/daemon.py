@@ -179,15 +179,11 @@ class _LiveStore(Store):
     save the daemon copies what it can (passive); it truncates the WAL when idle (`truncate`).
     """
 
-    def checkpoint(self) -> None:
-        self.conn.pragma("wal_checkpoint", "passive")
+    def checkpoint(self, mode: str = "passive", *, busy_ms: int | None = None) -> None:
+        super().checkpoint(mode, busy_ms=busy_ms)
 
     def truncate(self) -> None:
-        self.conn.set_busy_timeout(DAEMON_CHECKPOINT_BUSY_MS)
-        try:
-            self.conn.pragma("wal_checkpoint", "truncate")
-        finally:
-            self.conn.set_busy_timeout(5_000)
+        super().checkpoint("truncate", busy_ms=DAEMON_CHECKPOINT_BUSY_MS)
 
 
 class _LiveIndexer(Indexer):

@@ -18,7 +18,7 @@ from typing import Any
 import apsw
 import apsw.bestpractice
 
-from markindex_core.config import LINE_BLOCK_SIZE, SCHEMA_VERSION
+from markindex_core.config import BUSY_TIMEOUT_MS, LINE_BLOCK_SIZE, SCHEMA_VERSION
 from markindex_core.errors import IndexMissing, MarkindexError
 from markindex_core.model import ParsedDocument
 from markindex_core.store.files import open_error, read_only_file
@@ -134,7 +134,7 @@ def connect(db_path: Path, *, readonly: bool = False) -> apsw.Connection:
 
 
 def _prepare(conn: apsw.Connection, db_path: Path, readonly: bool) -> None:
-    conn.set_busy_timeout(5_000)
+    conn.set_busy_timeout(BUSY_TIMEOUT_MS)
     if not readonly:
         if conn.readonly("main"):  # SQLite fell back to read-only: say so before the first write
             raise read_only_file(db_path)
@@ -369,8 +369,17 @@ class Store:
             self.conn.execute("INSERT INTO node_fts(node_fts) VALUES('optimize')")
             self.conn.execute("INSERT INTO passage_fts(passage_fts) VALUES('optimize')")
 
-    def checkpoint(self) -> None:
-        self.conn.pragma("wal_checkpoint", "truncate")
+    def checkpoint(self, mode: str = "truncate", *, busy_ms: int | None = None) -> None:
+        """Copy the WAL into the database. `truncate` waits for readers (up to `busy_ms`, else
+        the connection's busy timeout) and empties the WAL; `passive` copies what it can now."""
+        if busy_ms is None:
+            self.conn.pragma("wal_checkpoint", mode)
+            return
+        self.conn.set_busy_timeout(busy_ms)
+        try:
+            self.conn.pragma("wal_checkpoint", mode)
+        finally:
+            self.conn.set_busy_timeout(BUSY_TIMEOUT_MS)
 
     # ----- readers --------------------------------------------------------------------------
     def document_row(self, path: str) -> DocumentRow | None:
