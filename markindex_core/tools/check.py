@@ -177,7 +177,7 @@ def library_path(value: str, field: str, *, folder: bool = False) -> str:
     """
     if _CONTROL.search(value):
         raise BadInput(f"`{field}` contains control characters (NUL, newline, …)", field)
-    if value.startswith(("/", "\\", "~")) or _DRIVE.match(value):
+    if value.startswith(("/", "\\")) or _DRIVE.match(value):
         raise BadInput(
             f"`{field}` must be relative to the library root, not an absolute path", field
         )

@@ -286,3 +286,28 @@ def test_content_pages_return_every_line_once(big_library: Library, doc: str) ->
     lines = join_pieces(read_all_parts(big_library, args))
     assert sorted(lines) == list(range(1, info["line_count"] + 1))
     assert all(lines[n] == file_lines[n - 1] for n in lines)
+
+
+def test_every_path_the_index_returns_can_be_opened(tmp_path: Path) -> None:
+    """An agent can open every document it was shown: odd but legal names pass the path checks."""
+    root = tmp_path / "lib"
+    names = ["~draft.md", "a b.md", "中文 文档.md", "#hash.md", "%20.md", "dir.with.dots/x..y.md"]
+    for name in names:
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(f"# {name}\n\nbody text\n", encoding="utf-8")
+    lib = Library(root, tmp_path / "index.db")
+    lib.index()
+    listed = [
+        d["path"] for d in json.loads(lib.call_tool("browse_documents", {}))["data"]["documents"]
+    ]
+    listed += [
+        d["path"]
+        for d in json.loads(lib.call_tool("browse_documents", {"folder": "dir.with.dots"}))["data"][
+            "documents"
+        ]
+    ]
+    assert sorted(listed) == sorted(names)
+    for path in listed:
+        env = json.loads(lib.call_tool("get_document", {"doc_path": path}))
+        assert env["success"], env
+    lib.close()
