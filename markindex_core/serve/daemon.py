@@ -357,8 +357,7 @@ class Daemon:
                 self._recovering(str(exc))
             elif exc is not None:
                 log.debug("session failed", exc_info=exc)
-                problem = diagnose(exc, self.lib.db_path)
-                self._recovering(problem.reason, f"{problem.hint} (next try in {delay:.0f} s)")
+                self._session_failed(diagnose(exc, self.lib.db_path), delay)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, DAEMON_RETRY_S[1])
                 continue
@@ -370,6 +369,22 @@ class Daemon:
         self._start_watching()
         await self._become_writer()
         await self._write_loop()
+
+    def _session_failed(self, problem: Problem, delay: float) -> None:
+        """A session could not start (a full disk, a read-only index): say why in status and once
+        in the log per distinct problem, then retry with back-off."""
+        if problem != self._problem:
+            self._problem = problem
+            self._error("", f"{problem.reason} ({problem.hint})")
+        with self._status_lock:
+            self._status["recoveries"] += 1
+        self._set(
+            state="retrying",
+            reason=problem.reason,
+            hint=f"{problem.hint} (next try in {delay:.0f} s)",
+            busy=False,
+        )
+        self._publish()
 
     def _recovering(self, reason: str, hint: str = "recovering by itself") -> None:
         """Say in status (and once in the log) what went wrong and that it is being repaired."""
