@@ -11,6 +11,8 @@ import pytest
 from markindex_core.library import Library
 from tests.paths import CORPUS, SAMPLE
 
+pytest_plugins = ["tests.unprivileged"]  # the `shared_tmp` fixture for permission cases
+
 
 @pytest.fixture
 def sample_library(tmp_path: Path) -> Path:

@@ -8,7 +8,6 @@ mount one, a tiny tmpfs (real ENOSPC).
 
 from __future__ import annotations
 
-import functools
 import grp
 import json
 import os
@@ -16,55 +15,15 @@ import pwd
 import shutil
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from markindex_core.library import Library
+from tests.unprivileged import AS_NOBODY, CHILD_ENV
 
 from .helpers import REPO_ROOT, check_store_consistent, make_library, write
-
-AS_NOBODY = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
-CHILD_ENV = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-
-
-@functools.cache
-def nobody_unavailable() -> str | None:
-    """Why the permission cases can't run here, or None when they can."""
-    if os.geteuid() != 0:
-        return "needs root, to create files as root and run the command as `nobody`"
-    if shutil.which("setpriv") is None:
-        return "needs setpriv (util-linux) to drop to `nobody`"
-    try:
-        pwd.getpwnam("nobody")
-        grp.getgrnam("nogroup")
-    except KeyError:
-        return "needs the user `nobody` and the group `nogroup`"
-    probe = subprocess.run(
-        [*AS_NOBODY, sys.executable, "-c", "import apsw, markindex_core.library"],
-        cwd=REPO_ROOT,
-        env=CHILD_ENV,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    if probe.returncode != 0:
-        return f"`nobody` cannot run {sys.executable} on this checkout: {probe.stderr[-300:]}"
-    return None
-
-
-@pytest.fixture
-def shared_tmp() -> Iterator[Path]:
-    """A temporary folder `nobody` may enter (pytest's own is private to root)."""
-    reason = nobody_unavailable()
-    if reason:
-        pytest.skip(reason)
-    path = Path(tempfile.mkdtemp(prefix="markindex-perm-"))
-    path.chmod(0o755)
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
 
 
 def markindex(*args: str, nobody: bool = False, prefix: list[str] | None = None) -> tuple[int, str]:

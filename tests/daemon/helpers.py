@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 from markindex_core.library import Library
 from markindex_core.serve.status import read_status_file
 from markindex_core.store.db import Store
+from tests.unprivileged import CHILD_ENV
 
 T = TypeVar("T")
 
@@ -39,7 +40,7 @@ class DaemonProcess:
         root: Path,
         db: Path,
         *extra: str,
-        user: int | None = None,
+        prefix: list[str] | None = None,
         log_dir: Path | None = None,
     ) -> None:
         self.root, self.db = root, db
@@ -50,11 +51,11 @@ class DaemonProcess:
         self._log = open(self.log_path, "wb")  # noqa: SIM115
         args = [sys.executable, "-m", "markindex_core", "daemon", str(root), "--db", str(db)]
         self.proc = subprocess.Popen(
-            [*args, "--no-mcp", *extra],
+            [*(prefix or []), *args, "--no-mcp", *extra],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=self._log,
-            user=user,
+            env=CHILD_ENV if prefix else None,
         )
 
     @property

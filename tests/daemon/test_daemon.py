@@ -16,6 +16,7 @@ import pytest
 from markindex_core.library import Library
 from markindex_core.serve.status import read_status
 from markindex_core.store.lock import WriterLock
+from tests.unprivileged import AS_NOBODY
 
 from .helpers import DaemonProcess, doc_paths, find, running_daemon, wait_for
 
@@ -166,27 +167,18 @@ def test_a_second_daemon_waits_then_takes_over(tmp_path: Path) -> None:
         assert second.stop() == 0, second.log
 
 
-@pytest.mark.skipif(not hasattr(os, "getuid"), reason="POSIX permissions")
-def test_unreadable_files_are_skipped_and_the_loop_goes_on(tmp_path: Path) -> None:
-    root = _lib(tmp_path, {"ok.md": "# Ok\n\nokapi\n", "secret.md": "# Secret\n"})
+def test_unreadable_files_are_skipped_and_the_loop_goes_on(shared_tmp: Path) -> None:
+    """Run as `nobody` (root reads everything)."""
+    root = _lib(shared_tmp, {"ok.md": "# Ok\n\nokapi\n", "secret.md": "# Secret\n"})
     (root / "locked").mkdir()
     (root / "locked" / "x.md").write_text("# X\n", encoding="utf-8")
     os.chmod(root / "secret.md", 0)
     os.chmod(root / "locked", 0)
-    db = tmp_path / "idx" / "index.db"
+    db = shared_tmp / "idx" / "index.db"
     db.parent.mkdir()
-    user = None
-    if os.getuid() == 0:  # root reads everything: run the daemon as an unprivileged user
-        user = 65534
-        try:
-            subprocess.run([sys.executable, "-c", "pass"], user=user, check=True)
-        except (OSError, subprocess.CalledProcessError):
-            pytest.skip(
-                "running as root, and the interpreter is not usable by an unprivileged user"
-            )
-        for p in (tmp_path, root, db.parent):
-            os.chmod(p, 0o777)
-    d = DaemonProcess(root, db, user=user)
+    for p in (root, db.parent):
+        os.chmod(p, 0o777)
+    d = DaemonProcess(root, db, prefix=AS_NOBODY, log_dir=shared_tmp)
     try:
         d.wait_writing()
         st = read_status(Library(root, db))

@@ -22,6 +22,7 @@ from markindex_core.library import Library
 from markindex_core.serve.daemon import Daemon
 from markindex_core.serve.status import read_status, read_status_file, writer_lock_state
 from markindex_core.store.lock import WriterLock
+from tests.unprivileged import AS_NOBODY
 
 from .helpers import DaemonProcess, doc_paths, find, wait_for
 
@@ -275,27 +276,19 @@ def test_a_read_only_index_file_is_reported_and_writing_resumes(tmp_path: Path) 
 
 
 # ----- permissions: a chmod is an event -----------------------------------------------------
-@pytest.mark.skipif(not hasattr(os, "getuid"), reason="POSIX permissions")
-def test_a_folder_or_file_made_readable_is_indexed(tmp_path: Path) -> None:
-    root = _lib(tmp_path, {"ok.md": "# Ok\n\nokapi\n", "secret.md": "# Secret\n\nserval\n"})
+def test_a_folder_or_file_made_readable_is_indexed(shared_tmp: Path) -> None:
+    """Run as `nobody` (root reads everything): unreadable files are skipped, and a chmod that
+    makes them readable is an event the daemon reconciles."""
+    root = _lib(shared_tmp, {"ok.md": "# Ok\n\nokapi\n", "secret.md": "# Secret\n\nserval\n"})
     (root / "locked").mkdir()
     (root / "locked" / "x.md").write_text("# X\n\nxerus\n", encoding="utf-8")
     os.chmod(root / "secret.md", 0)
     os.chmod(root / "locked", 0)
-    db = tmp_path / "idx" / "index.db"
+    db = shared_tmp / "idx" / "index.db"
     db.parent.mkdir()
-    user = None
-    if os.getuid() == 0:  # root reads everything: run the daemon as an unprivileged user
-        user = 65534
-        try:
-            subprocess.run([sys.executable, "-c", "pass"], user=user, check=True)
-        except (OSError, subprocess.CalledProcessError):
-            pytest.skip(
-                "running as root, and the interpreter is not usable by an unprivileged user"
-            )
-        for p in (tmp_path, root, db.parent):
-            os.chmod(p, 0o777)
-    d = DaemonProcess(root, db, user=user)
+    for p in (root, db.parent):
+        os.chmod(p, 0o777)
+    d = DaemonProcess(root, db, prefix=AS_NOBODY, log_dir=shared_tmp)
     try:
         d.wait_writing()
         assert _found(db, root, "serval") == set() and _found(db, root, "xerus") == set()
