@@ -64,7 +64,7 @@ class FolderView(OptionList):
 
     def show(self, page: FolderPage, below: int) -> None:
         """List the first page; say so when the documents are all in sub-folders."""
-        self.folder, self.docs, self._asked = page.folder, [], False
+        self.folder, self.docs, self.left, self._asked = page.folder, [], 0, False
         self.clear_options()
         if not page.docs:
             note = f"no documents directly in this folder ({below:,} in sub-folders)"

@@ -66,6 +66,13 @@ async def test_big_folder_pages_and_enter_opens_a_document(big_folder: Path) -> 
         view = app.screen.query_one(FolderView)
         assert len(view.docs) == TUI_FOLDER_VIEW_PAGE and view.left == 20
         assert prompts(view)[-1] == "… 20 more (enter)"
+        await pilot.press("up")  # the library root: no documents of its own
+        await settle(pilot)
+        assert view.folder == "" and view.docs == [] and view.left == 0
+        assert prompts(view) == ["no documents directly in this folder (120 in sub-folders)"]
+        await pilot.press("down")
+        await settle(pilot)
+        assert view.folder == "many" and len(view.docs) == TUI_FOLDER_VIEW_PAGE
         await pilot.press("tab")
         assert view.has_focus
         await pilot.press("end", "enter")  # the "… more" line
