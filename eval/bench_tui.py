@@ -7,6 +7,9 @@ Usage: python eval/bench_tui.py [--corpus DIR] [--docs 10000] [--skip-synthetic]
   library of `--docs` documents (5 000 in the root folder, the rest in 50 sub-folders).
 * select: from moving the tree cursor onto a section of the 1.66 MB C# standard to its lines
   being in the preview (every top-level chapter, the whole document, and random sections).
+* folder view: from moving the tree cursor onto a folder to its documents (title, description,
+  size, tokens; the first page) being listed, on the synthetic library's root of 5 000 documents
+  and on its sub-folders.
 * search: from the end of the typing pause to the results being on screen, English and Chinese
   questions from the evaluation set (or built-in queries).
 The corpus is indexed into a temporary folder; nothing is written into it.
@@ -207,6 +210,39 @@ async def measure_app(root: Path, db: Path, queries: list[str]) -> dict[str, Any
     return out
 
 
+async def measure_folders(root: Path, db: Path, rounds: int = 10) -> dict[str, Any]:
+    """Highlight folders of the synthetic library alternately; time until their page is listed."""
+    from markindex_core.library import Library
+    from markindex_tui.app import MarkindexApp
+    from markindex_tui.testing import settle
+    from markindex_tui.widgets.folder_view import FolderView
+    from markindex_tui.widgets.library_tree import LibraryTree
+
+    app = MarkindexApp(Library(root, db), cursor_blink=False)
+    big: list[float] = []
+    small: list[float] = []
+    async with app.run_test(size=SIZE) as pilot:
+        await until(lambda: len(app.screen.query(LibraryTree)) == 1)
+        await settle(pilot)
+        tree = app.screen.query_one(LibraryTree)
+        view = app.screen.query_one(FolderView)
+        subs = [n for n in tree.root.children if n.data is not None and n.data.ref.kind == "folder"]
+        for i in range(rounds):
+            for node, times in ((subs[i % len(subs)], small), (tree.root, big)):
+                assert node.data is not None
+                path = node.data.ref.path
+                t0 = time.perf_counter()
+                tree.move_cursor(node)
+                await until(lambda p=path: view.display and view.folder == p and bool(view.docs))
+                times.append((time.perf_counter() - t0) * 1000)
+                await settle(pilot)
+        listed = len(view.docs)
+    return {
+        "folder_view_5000_docs_ms": {**summary(big), "listed": listed},
+        "folder_view_subfolder_ms": summary(small),
+    }
+
+
 def load_queries(limit: int) -> list[str]:
     qs: list[str] = []
     for path in QUESTIONS:
@@ -245,6 +281,7 @@ def main() -> int:
                 file=sys.stderr,
             )
             results[f"first_paint_{args.docs}_docs_ms"] = first_paint(syn, sdb)
+            results.update(asyncio.run(measure_folders(syn, sdb)))
     results["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
     results["peak_rss_children_mb"] = round(
         resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024, 1

@@ -30,7 +30,8 @@ INTRO = (
     "markindex shows a library of long Markdown documents as folders → documents → sections "
     "(the optimized section tree: merged headings follow a title after '+', long sections "
     "are split into chunks). The preview holds the selected entry's original lines with their "
-    "real line numbers. The status line says how many documents are indexed, how fresh the "
+    "real line numbers; a folder lists its documents with title, description, size and tokens, "
+    "as an agent browsing it sees them (tab to the list, enter opens one). The status line says how many documents are indexed, how fresh the "
     "index is and whether a daemon keeps it live; commits by other processes show up at once."
 )
 _PREVIEW_KEYS = ("cursor", "select", "copy", "scroll")

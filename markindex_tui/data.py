@@ -11,9 +11,11 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Literal
 
+from markindex_core.config import DESCRIPTION_PREVIEW_CHARS, TOOL_TITLE_CHARS
 from markindex_core.library import Library
 from markindex_core.serve.status import read_status
-from markindex_tui.settings import TUI_PREVIEW_MAX_LINES
+from markindex_core.tools.page import preview as cut
+from markindex_tui.settings import TUI_FOLDER_VIEW_PAGE, TUI_PREVIEW_MAX_LINES
 
 RefKind = Literal["folder", "document", "node", "skipped", "more"]
 
@@ -90,6 +92,32 @@ class DocMeta:
 
 
 @dataclass(frozen=True)
+class FolderDoc:
+    """A document as `browse_documents` shows it to an agent, plus its size."""
+
+    path: str
+    title: str
+    description: str
+    tokens: int
+    size: int  # bytes
+    lines: int
+
+
+@dataclass(frozen=True)
+class FolderPage:
+    """Documents `offset`… of those directly in `folder` (`total` in all)."""
+
+    folder: str
+    offset: int
+    total: int
+    docs: list[FolderDoc]
+
+    @property
+    def left(self) -> int:
+        return max(0, self.total - self.offset - len(self.docs))
+
+
+@dataclass(frozen=True)
 class Preview:
     """The lines of one tree entry, with their real line numbers."""
 
@@ -100,6 +128,7 @@ class Preview:
     span_end: int = 0  # the entry's real last line (more than shown when cut)
     title: str = ""
     documents: int = 0  # folders: documents below
+    folder: FolderPage | None = None  # folders: the first page of their own documents
 
     @property
     def cut(self) -> bool:
@@ -150,7 +179,8 @@ def preview(
     """
     doc_path = ref.doc_path
     if ref.kind == "folder":
-        return Preview(ref, None, documents=lib.store.count_documents(ref.path))
+        below = lib.store.count_documents(ref.path)
+        return Preview(ref, None, documents=below, folder=folder_page(lib, ref.path))
     if doc_path is None:
         return Preview(ref, None)
     if info is None or info.doc["path"] != doc_path:
@@ -171,6 +201,25 @@ def preview(
     last = min(end, first + max_lines - 1)
     lines = lib.store.read_lines(doc["id"], first, last)
     return Preview(ref, info, first, lines, end, title)
+
+
+def folder_page(
+    lib: Library, folder: str, offset: int = 0, limit: int = TUI_FOLDER_VIEW_PAGE
+) -> FolderPage:
+    """One page of a folder's documents, cut as the browse tool cuts them for an agent."""
+    total, rows = lib.store.folder_documents(folder, offset, limit)
+    docs = [
+        FolderDoc(
+            path=str(r["path"]),
+            title=cut(str(r["title"] or ""), TOOL_TITLE_CHARS),
+            description=cut(str(r["description"] or ""), DESCRIPTION_PREVIEW_CHARS),
+            tokens=int(r["tokens"]),
+            size=int(r["size"]),
+            lines=int(r["line_count"]),
+        )
+        for r in rows
+    ]
+    return FolderPage(folder, offset, total, docs)
 
 
 def more_lines(

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import html
 import logging
+import re
 import shutil
 import subprocess
 import sys
@@ -18,6 +20,7 @@ import tempfile
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+from rich.cells import cell_len
 from textual.pilot import Pilot
 
 from markindex_core.library import Library
@@ -67,6 +70,19 @@ async def reveal(pilot: Pilot[None], doc_path: str, node_id: str | None) -> None
     await settle(pilot)
 
 
+async def reveal_folder(pilot: Pilot[None], doc_path: str) -> None:
+    """Put the cursor on the folder holding `doc_path`: its documents fill the right pane."""
+    screen = pilot.app.screen
+    assert isinstance(screen, BrowseScreen)
+    tree = screen.query_one(LibraryTree)
+    node = await tree.reveal(doc_path)
+    if node is not None and node.parent is not None:
+        node.collapse()
+        tree.focus_node(node.parent)
+    tree.focus()
+    await settle(pilot)
+
+
 async def search(pilot: Pilot[None], query: str, scope_presses: int = 0) -> None:
     await pilot.press("slash")
     await settle(pilot)
@@ -83,6 +99,7 @@ def views(lib: Library) -> dict[str, tuple[tuple[int, int], Drive]]:
         want_cjk=False,
     )
     zh = pick(lib, ["LawRefBook-Laws/民法典/中华人民共和国民法典.md"], want_cjk=True)
+    listed = pick(lib, ["rust-lang-rfcs/text/0195-associated-items.md"], want_cjk=False)
     en_node = find_node(lib, en, ("6.4.5.6", "Interpolated string", "Install", "Usage"))
     zh_node = find_node(lib, zh, ("第一千零三十四条", "第六章 隐私权", "第二章", "总则"))
     en_query = "interpolated string" if "csharp" in en else "install"
@@ -106,6 +123,10 @@ def views(lib: Library) -> dict[str, tuple[tuple[int, int], Drive]]:
         await pilot.press("enter")
         await settle(pilot)
 
+    async def folder(pilot: Pilot[None]) -> None:
+        await settle(pilot)
+        await reveal_folder(pilot, listed)
+
     async def help_(pilot: Pilot[None]) -> None:
         await settle(pilot)
         await pilot.press("question_mark")
@@ -118,6 +139,7 @@ def views(lib: Library) -> dict[str, tuple[tuple[int, int], Drive]]:
 
     return {
         "browse": (SIZE, browse),
+        "folder-documents": (SIZE, folder),
         "search-results": (SIZE, results),
         "chinese-document": (SIZE, chinese),
         "chinese-search-jump": (SIZE, chinese_search),
@@ -135,18 +157,72 @@ async def shoot(lib: Library, name: str, size: tuple[int, int], drive: Drive, ou
     return out / f"{name}.svg"
 
 
+# A run of cells as Textual writes it: <text class x y textLength clip-path>text</text>.
+_RUN = re.compile(
+    r'(<text\b[^>]*?\bx=")([\d.]+)("[^>]*?\btextLength="([\d.]+)"[^>]*>)([^<]*)(</text>)'
+)
+
+
+def _place_letters(m: re.Match[str]) -> str:
+    """Give each letter of a run the x of its own cell (CJK letters take two cells)."""
+    widths = [cell_len(ch) for ch in html.unescape(m[5])]
+    if len(widths) < 2:
+        return m[0]
+    # Rich gives a run the length of its characters (not cells) at one cell each.
+    cell, x = float(m[4]) / len(widths), float(m[2])
+    xs = []
+    for w in widths:
+        xs.append(f"{x:.1f}")
+        x += w * cell
+    return m[1] + " ".join(xs) + m[3] + m[5] + m[6]
+
+
+def mono_family() -> str:
+    """A monospace font that also has CJK letters, when fontconfig knows one, else the generic
+    family: cairosvg draws a run in one font, without falling back per letter."""
+    fc_list = shutil.which("fc-list")
+    if fc_list is not None:
+        found = subprocess.run(
+            [fc_list, ":lang=zh-cn", "family"], capture_output=True, text=True, check=False
+        ).stdout
+        for line in sorted(found.splitlines()):
+            name = line.split(",")[0].strip()
+            if "mono" in name.lower():
+                return name
+    return "monospace"
+
+
+def renderable_svg(svg: str, family: str = "monospace") -> str:
+    """The screenshot as SVG renderers draw it on the terminal's grid, spaces included.
+
+    Textual writes each run of cells as its own <text>, so the space after a highlighted word
+    opens the next run (as `&#160;`), and it relies on a web font (Fira Code) and on
+    `textLength`, which PNG converters ignore: with the fallback font's own letter widths a
+    run grew into the next one and covered its leading space ("stringexpressions"). So every
+    letter is placed at its cell, spaces are kept (xml:space="preserve"; a renderer may strip
+    U+00A0 as white space) and a font that is installed (`family`) is asked for.
+    """
+    svg = svg.replace("&#160;", " ")
+    svg = re.sub(r"font-family:\s*Fira Code,\s*monospace", f"font-family: {family}", svg)
+    svg = _RUN.sub(_place_letters, svg)
+    return re.sub(r"<svg\b", '<svg xml:space="preserve"', svg, count=1)
+
+
 def to_png(svg: Path) -> Path | None:
     """PNG beside the SVG: rsvg-convert when present (it falls back to CJK fonts), else cairosvg."""
     png = svg.with_suffix(".png")
     converter = shutil.which("rsvg-convert")
+    family = "monospace" if converter is not None else mono_family()  # rsvg falls back itself
+    source = renderable_svg(svg.read_text(encoding="utf-8"), family).encode("utf-8")
     if converter is not None:
-        subprocess.run([converter, "-w", str(PNG_WIDTH), str(svg), "-o", str(png)], check=True)
+        cmd = [converter, "-w", str(PNG_WIDTH), "-o", str(png)]
+        subprocess.run(cmd, input=source, check=True)  # the SVG on stdin
         return png
     try:
         import cairosvg
     except ImportError:
         return None
-    cairosvg.svg2png(url=str(svg), write_to=str(png), output_width=PNG_WIDTH)
+    cairosvg.svg2png(bytestring=source, write_to=str(png), output_width=PNG_WIDTH)
     return png
 
 

@@ -35,6 +35,8 @@ def cmd_search(args: argparse.Namespace) -> int:
     if args.json:
         emit_json(result.to_json())
         return 0
+    import re
+
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
@@ -48,13 +50,17 @@ def cmd_search(args: argparse.Namespace) -> int:
     table = Table(show_lines=True, expand=True)
     table.add_column("score", justify="right", width=6)
     table.add_column("citation · section · snippet", ratio=1)
+    # Whole words: a stemmed term ("interpol") marks the word it matched ("interpolated"). A
+    # word is letters, digits and '_' outside CJK, whose text has no spaces: CJK terms match as is.
+    word = r"[^\W\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff]"
+    parts = [re.escape(t) for t in sorted(result.terms, key=len, reverse=True) if len(t) > 1]
+    words = re.compile(f"{word}*(?:{'|'.join(parts)}){word}*", re.IGNORECASE) if parts else None
     for hit in result.hits:
         cell = Text(printable(hit.citation), style="bold cyan")
         cell.append("\n" + " › ".join(map(printable, hit.title_path)), style="dim")
         snippet = Text("\n" + printable(hit.snippet, multiline=True))
-        snippet.highlight_words(
-            [t for t in result.terms if len(t) > 1], style="bold yellow", case_sensitive=False
-        )
+        if words is not None:
+            snippet.highlight_regex(words, style="bold yellow")
         cell.append_text(snippet)
         table.add_row(f"{hit.score:.2f}", cell)
     console.print(table)

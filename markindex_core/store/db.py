@@ -443,6 +443,21 @@ class Store:
         ]
         return [(k, v[0], v[1]) for k, v in sorted(subs.items())], docs
 
+    def folder_documents(
+        self, folder: str, offset: int, limit: int
+    ) -> tuple[int, list[dict[str, Any]]]:
+        """One page of the documents directly in `folder` and how many there are in all.
+
+        A page, so that a viewer never reads a folder of thousands of documents at once.
+        """
+        total = int(self.scalar("SELECT count(*) FROM documents WHERE folder=?", (folder,)))
+        cursor = self.conn.execute(
+            "SELECT path, title, description, tokens, size, line_count FROM documents"
+            " WHERE folder=? ORDER BY path LIMIT ? OFFSET ?",
+            (folder, limit, offset),
+        )
+        return total, list(named_rows(cursor))
+
     def folders(self) -> list[str]:
         return [str(r[0]) for r in self.conn.execute("SELECT DISTINCT folder FROM documents")]
 

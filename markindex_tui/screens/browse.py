@@ -23,6 +23,7 @@ from markindex_tui.data import DocMeta, Ref
 from markindex_tui.screens.search import SearchScreen, scopes_for
 from markindex_tui.settings import TUI_POLL_SECONDS, TUI_WRITER_POLL_SECONDS
 from markindex_tui.widgets.doc_info import DocInfoPanel
+from markindex_tui.widgets.folder_view import FolderView
 from markindex_tui.widgets.library_tree import Entry, LibraryTree
 from markindex_tui.widgets.lines_view import LinesView
 from markindex_tui.widgets.status_bar import StatusBar
@@ -69,11 +70,13 @@ class BrowseScreen(Screen[None]):
             with Vertical(id="right"):
                 yield DocInfoPanel(id="info")
                 yield LinesView(id="lines")
+                yield FolderView(id="folder-docs")
         yield StatusBar(printable(lib.root.name), self.mapp.clock, id="status")
         yield Footer(show_command_palette=False)
 
     def on_mount(self) -> None:
         self.query_one(LinesView).cursor_blink = self.mapp.cursor_blink
+        self.query_one(FolderView).display = False
         self.query_one(LibraryTree).focus()
         self._data_version = self.mapp.lib.store.data_version()
         self.refresh_status()
@@ -96,8 +99,44 @@ class BrowseScreen(Screen[None]):
         if p.info is not None:
             self._info_cache[p.info.doc["path"]] = p.info
         self.query_one(DocInfoPanel).show(p)
-        self.query_one(LinesView).show(p, focus, keep_scroll=keep_scroll)
+        self._show_lines_or_folder(p, focus, keep_scroll)
         self.last_preview_ms = (time.perf_counter() - t0) * 1000
+
+    def _show_lines_or_folder(
+        self, p: data.Preview, focus: tuple[int, int] | None, keep_scroll: bool
+    ) -> None:
+        """A folder lists its documents; anything else shows its original lines."""
+        lines, folder = self.query_one(LinesView), self.query_one(FolderView)
+        is_folder = p.folder is not None
+        if p.folder is not None:
+            folder.show(p.folder, p.documents)
+        else:
+            lines.show(p, focus, keep_scroll=keep_scroll)
+        if folder.has_focus and not is_folder:
+            lines.focus()
+        elif lines.has_focus and is_folder:
+            folder.focus()
+        lines.display, folder.display = not is_folder, is_folder
+
+    @on(FolderView.NeedMore)
+    def _folder_more(self, event: FolderView.NeedMore) -> None:
+        self.load_folder_page(event.folder, event.offset)
+
+    @work(exclusive=True, group="folder-more", exit_on_error=False)
+    async def load_folder_page(self, folder: str, offset: int) -> None:
+        page = await asyncio.to_thread(data.folder_page, self.mapp.lib, folder, offset)
+        self.query_one(FolderView).append(page)
+
+    @on(FolderView.Open)
+    def _folder_open(self, event: FolderView.Open) -> None:
+        self.open_document(event.doc_path)
+
+    @work(exclusive=True, group="jump", exit_on_error=False)
+    async def open_document(self, doc_path: str) -> None:
+        """Put the tree's cursor on a document chosen in the folder view."""
+        tree = self.query_one(LibraryTree)
+        await tree.reveal(doc_path)
+        tree.focus()
 
     @on(LinesView.NeedMore)
     def _need_more(self, event: LinesView.NeedMore) -> None:
@@ -206,7 +245,8 @@ class BrowseScreen(Screen[None]):
         )
 
     def action_focus_lines(self) -> None:
-        self.query_one(LinesView).focus()
+        lines = self.query_one(LinesView)
+        (lines if lines.display else self.query_one(FolderView)).focus()
 
     def action_focus_tree(self) -> None:
         self.query_one(LibraryTree).focus()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from dataclasses import dataclass
 from typing import ClassVar
@@ -47,11 +48,24 @@ def scopes_for(folder: str, doc_path: str | None) -> list[Scope]:
     return out
 
 
+# A letter, digit or underscore of a spaced script: CJK text has no spaces to end a word at.
+_WORD = r"[^\W\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff]"
+
+
+def whole_words(terms: list[str]) -> re.Pattern[str] | None:
+    """Matches each term with the rest of the word it is in: a stem ("interpol") is
+    highlighted as the word it matched ("interpolated"); CJK terms match as they are."""
+    parts = [re.escape(t) for t in sorted(terms, key=len, reverse=True) if len(t) > 1]
+    if not parts:
+        return None
+    return re.compile(f"{_WORD}*(?:{'|'.join(parts)}){_WORD}*", re.IGNORECASE)
+
+
 def hit_option(hit: Hit, terms: list[str]) -> Option:
     snippet = Text(printable(" ".join(hit.snippet.split())), style="")
-    snippet.highlight_words(
-        [t for t in terms if len(t) > 1], "bold underline", case_sensitive=False
-    )
+    pattern = whole_words(terms)
+    if pattern is not None:
+        snippet.highlight_regex(pattern, "bold underline")
     prompt = Text.assemble(
         (printable(hit.citation), "bold"),
         "\n",

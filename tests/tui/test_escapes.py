@@ -15,6 +15,7 @@ from markindex_tui.app import MarkindexApp
 from markindex_tui.screens.search import SearchScreen
 from markindex_tui.testing import make_app, settle
 from markindex_tui.widgets.doc_info import DocInfoPanel
+from markindex_tui.widgets.folder_view import FolderView
 from markindex_tui.widgets.library_tree import LibraryTree
 from markindex_tui.widgets.lines_view import LinesView
 from markindex_tui.widgets.status_bar import StatusBar
@@ -25,11 +26,9 @@ OSC52 = "\x1b]52;c;ZWNobyBwd25lZA==\x07"  # write the clipboard
 TITLE = "\x1b]0;pwned\x07"  # set the window title
 CLEAR = "\x1b[2J"  # clear the screen
 CONTROL = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f]")  # all but newline
-# Names with control characters are skipped at scan time (see README), so the documents have
-# ordinary names and one hostile name shows up only as a skipped file.
 FOLDER = "dir"
 DOC = "esc.md"
-BAD_NAME = "bad" + TITLE + ".md"
+SKIPPED = f"skip{TITLE}.md"  # a name with control characters is skipped: its tree line is escaped
 BODY = (
     "---\n"
     'title: "fm \\e]52;c;ZWNobyBwd25lZA==\\a end"\n'
@@ -47,7 +46,7 @@ def hostile(tmp_path: Path) -> Path:
     (root / FOLDER).mkdir(parents=True)
     (root / FOLDER / DOC).write_text(BODY, encoding="utf-8")
     (root / "plain.md").write_text(f"# Plain {OSC52}\n\nzqosc text\n", encoding="utf-8")
-    (root / BAD_NAME).write_text("# Bad name\n\nzqosc\n", encoding="utf-8")
+    (root / SKIPPED).write_text("# Skipped\n", encoding="utf-8")
     Library(root).index()
     return root
 
@@ -74,6 +73,8 @@ def shown(app: MarkindexApp) -> list[str]:
         out.append(plain(panel.query_one(Static).content))
     for lines in screen.query(LinesView):
         out.append(lines.text)
+    for docs in screen.query(FolderView):
+        out += [plain(docs.get_option_at_index(i).prompt) for i in range(docs.option_count)]
     for status in screen.query(StatusBar):
         out.append(str(status.render()))
     for results in screen.query(OptionList):
@@ -90,6 +91,13 @@ async def test_control_characters_are_escaped_everywhere(hostile: Path) -> None:
         await settle(pilot)
         assert doc_node is not None
         seen = shown(app)  # the document: tree, metadata with front matter, all its lines
+        assert doc_node.parent is not None
+        tree.focus_node(doc_node.parent)  # the folder: its documents' titles and descriptions
+        await settle(pilot)
+        assert app.screen.query_one(FolderView).docs
+        seen += shown(app)
+        tree.focus_node(doc_node)
+        await settle(pilot)
         assert "zqosc" in app.screen.query_one(LinesView).text
         for node in list(doc_node.children):
             tree.focus_node(node)
@@ -110,9 +118,8 @@ async def test_control_characters_are_escaped_everywhere(hostile: Path) -> None:
     assert "\\x9b31m" in everything  # a C1 CSI
     assert "key\\x1b[2J value \\x1b]0;pwned\\x07" in everything  # front matter key and value
     assert "other\\x1b[2J.md" in everything  # a link target
-    assert "bad\\x1b]0;pwned\\x07.md" in everything  # the skipped file, listed safely
     svg = seen[0]
-    assert "\\x1b]0;pwned" in svg  # a section title, in the tree
+    assert "skip\\x1b]0;pwned\\x07.md" in svg  # the skipped file's name, in the tree
 
 
 def test_preview_lines_keep_tabs_and_escape_the_rest() -> None:

@@ -76,3 +76,12 @@ def test_missing_index(snap_compare: Any, sample_library: Path) -> None:
         await settle(pilot)
 
     assert snap_compare(make_app(sample_library), terminal_size=(80, 24), run_before=drive)
+
+
+def test_folder_documents(snap_compare: Any, indexed_sample: Library) -> None:
+    async def drive(pilot: Pilot[None]) -> None:
+        await settle(pilot)
+        await pilot.press("down")  # guides/: its documents with title, description and size
+        await settle(pilot)
+
+    assert snap_compare(make_app(indexed_sample.root), terminal_size=(100, 30), run_before=drive)
