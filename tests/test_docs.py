@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from markindex_core.cli.main import build_parser
-
-REPO = Path(__file__).resolve().parent.parent
+from tests.paths import REPO
 
 
 def _commands() -> list[str]:

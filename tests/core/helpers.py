@@ -9,8 +9,9 @@ from markindex_core.config import TreeParams
 from markindex_core.index.document import build_document
 from markindex_core.model import ParsedDocument, Section, SkippedFile
 from markindex_core.store.db import Store
+from tests.paths import REPO
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = REPO
 
 
 def build(src: str | bytes, path: str = "doc.md", **params: Any) -> ParsedDocument:

@@ -29,10 +29,10 @@ from markindex_core.index.indexer import Indexer, open_for_writing
 from markindex_core.index.scan import _spec
 from markindex_core.store.db import Store
 from tests.daemon.helpers import find, running_daemon, wait_for
+from tests.unprivileged import CHILD_ENV
 
-from .helpers import REPO_ROOT, build
+from .helpers import build
 
-CHILD_ENV = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
 MARKINDEX = [sys.executable, "-m", "markindex_core"]
 
 

@@ -115,6 +115,15 @@ def running_daemon(root: Path, db: Path, *extra: str) -> Iterator[DaemonProcess]
         assert rc == 0, f"daemon exit code {rc}:\n{d.log}"
 
 
+def make_lib(parent: Path, files: dict[str, str]) -> Path:
+    """A library folder `parent/lib` holding `files` (relative path -> text)."""
+    root = parent / "lib"
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text, encoding="utf-8")
+    return root
+
+
 def find(db: Path, root: Path, query: str) -> set[str]:
     """Paths of documents a fresh read connection finds for `query`."""
     lib = Library(root, db)

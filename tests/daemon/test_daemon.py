@@ -16,17 +16,9 @@ import pytest
 from markindex_core.library import Library
 from markindex_core.serve.status import read_status
 from markindex_core.store.lock import WriterLock
-from tests.unprivileged import AS_NOBODY
 
 from .helpers import DaemonProcess, doc_paths, find, running_daemon, wait_for
-
-
-def _lib(tmp_path: Path, files: dict[str, str]) -> Path:
-    root = tmp_path / "lib"
-    for rel, text in files.items():
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text(text, encoding="utf-8")
-    return root
+from .helpers import make_lib as _lib
 
 
 def test_file_and_folder_operations_reach_the_index(tmp_path: Path) -> None:
@@ -165,31 +157,6 @@ def test_a_second_daemon_waits_then_takes_over(tmp_path: Path) -> None:
     finally:
         first.stop()
         assert second.stop() == 0, second.log
-
-
-def test_unreadable_files_are_skipped_and_the_loop_goes_on(shared_tmp: Path) -> None:
-    """Run as `nobody` (root reads everything)."""
-    root = _lib(shared_tmp, {"ok.md": "# Ok\n\nokapi\n", "secret.md": "# Secret\n"})
-    (root / "locked").mkdir()
-    (root / "locked" / "x.md").write_text("# X\n", encoding="utf-8")
-    os.chmod(root / "secret.md", 0)
-    os.chmod(root / "locked", 0)
-    db = shared_tmp / "idx" / "index.db"
-    db.parent.mkdir()
-    for p in (root, db.parent):
-        os.chmod(p, 0o777)
-    d = DaemonProcess(root, db, prefix=AS_NOBODY, log_dir=shared_tmp)
-    try:
-        d.wait_writing()
-        st = read_status(Library(root, db))
-        assert {s["path"] for s in st["skipped"]} == {"secret.md"}
-        assert any(e["path"] == "locked" for e in st["daemon"]["errors"])
-        (root / "new.md").write_text("# New\n\nnewt\n", encoding="utf-8")
-        os.chmod(root / "new.md", 0o644)
-        wait_for(lambda: find(db, root, "newt") == {"new.md"})
-    finally:
-        os.chmod(root / "locked", 0o755)
-        assert d.stop() == 0, d.log
 
 
 def test_polling_mode(tmp_path: Path) -> None:

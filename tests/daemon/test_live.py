@@ -25,14 +25,7 @@ from markindex_core.store.lock import WriterLock
 from tests.unprivileged import AS_NOBODY
 
 from .helpers import DaemonProcess, doc_paths, find, wait_for
-
-
-def _lib(tmp_path: Path, files: dict[str, str]) -> Path:
-    root = tmp_path / "lib"
-    for rel, text in files.items():
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text(text, encoding="utf-8")
-    return root
+from .helpers import make_lib as _lib
 
 
 def _found(db: Path, root: Path, word: str) -> set[str]:
@@ -276,9 +269,9 @@ def test_a_read_only_index_file_is_reported_and_writing_resumes(tmp_path: Path) 
 
 
 # ----- permissions: a chmod is an event -----------------------------------------------------
-def test_a_folder_or_file_made_readable_is_indexed(shared_tmp: Path) -> None:
-    """Run as `nobody` (root reads everything): unreadable files are skipped, and a chmod that
-    makes them readable is an event the daemon reconciles."""
+def test_unreadable_files_are_skipped_then_indexed_once_readable(shared_tmp: Path) -> None:
+    """Run as `nobody` (root reads everything): unreadable files are skipped with the loop going
+    on, and a chmod that makes them readable is an event the daemon reconciles."""
     root = _lib(shared_tmp, {"ok.md": "# Ok\n\nokapi\n", "secret.md": "# Secret\n\nserval\n"})
     (root / "locked").mkdir()
     (root / "locked" / "x.md").write_text("# X\n\nxerus\n", encoding="utf-8")
@@ -291,7 +284,13 @@ def test_a_folder_or_file_made_readable_is_indexed(shared_tmp: Path) -> None:
     d = DaemonProcess(root, db, prefix=AS_NOBODY, log_dir=shared_tmp)
     try:
         d.wait_writing()
+        st = read_status(Library(root, db))
+        assert {s["path"] for s in st["skipped"]} == {"secret.md"}
+        assert any(e["path"] == "locked" for e in st["daemon"]["errors"])
         assert _found(db, root, "serval") == set() and _found(db, root, "xerus") == set()
+        (root / "new.md").write_text("# New\n\nnewt\n", encoding="utf-8")
+        os.chmod(root / "new.md", 0o644)
+        wait_for(lambda: find(db, root, "newt") == {"new.md"})
         os.chmod(root / "locked", 0o755)
         os.chmod(root / "secret.md", 0o644)
         wait_for(lambda: _found(db, root, "xerus") == {"locked/x.md"})

@@ -3,28 +3,21 @@ when its user may not read the index: every answer says what is true at that mom
 
 from __future__ import annotations
 
-import grp
-import os
-import pwd
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import anyio
-import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
 from markindex_core.library import Library
 from tests.mcp.helpers import envelope, server_command
-
-REPO = Path(__file__).resolve().parents[2]
-CHILD_ENV = {**os.environ, "PYTHONPATH": str(REPO)}
-AS_NOBODY = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
+from tests.paths import REPO
+from tests.unprivileged import AS_NOBODY, CHILD_ENV
 
 
 def client_for(root: Path, db: Path, *extra: str, prefix: list[str] | None = None) -> Client:
@@ -151,46 +144,16 @@ def test_a_scheduled_build_is_reported_as_building(sample_library: Path, tmp_pat
     lib.close()
 
 
-def _nobody_unavailable() -> str | None:
-    if os.geteuid() != 0:
-        return "needs root, to create the index as root and run the server as `nobody`"
-    if shutil.which("setpriv") is None:
-        return "needs setpriv (util-linux) to drop to `nobody`"
-    try:
-        pwd.getpwnam("nobody")
-        grp.getgrnam("nogroup")
-    except KeyError:
-        return "needs the user `nobody` and the group `nogroup`"
-    probe = subprocess.run(
-        [*AS_NOBODY, sys.executable, "-c", "import mcp, markindex_core.library"],
-        cwd=REPO,
-        env=CHILD_ENV,
-        capture_output=True,
-        timeout=60,
-    )
-    if probe.returncode != 0:
-        return f"`nobody` cannot run {sys.executable} on this checkout"
-    return None
-
-
-async def test_a_user_who_may_not_read_the_index_is_told_so(tmp_path: Path) -> None:
-    reason = _nobody_unavailable()
-    if reason:
-        pytest.skip(reason)
-    shared = Path(tempfile.mkdtemp(prefix="markindex-perm-"))
-    try:
-        shared.chmod(0o755)
-        root = shared / "lib"
-        write(root, "a.md", "# A\n\nalpha.\n")
-        lib = Library(root)
-        lib.index()  # as root
-        lib.db_path.chmod(0o600)
-        with anyio.fail_after(120):
-            async with client_for(root, lib.db_path, prefix=AS_NOBODY) as client:
-                env = await call(client, "browse_documents", {})
-        assert env["code"] == "PERMISSION_DENIED", env
-        assert f"permission denied reading the index {lib.db_path}" in env["error"], env
-        assert "owned by root" in env["error"] and "--db" in env["next_steps"]["message"], env
-        assert "must run `markindex index" not in env["next_steps"]["message"], env
-    finally:
-        shutil.rmtree(shared, ignore_errors=True)
+async def test_a_user_who_may_not_read_the_index_is_told_so(shared_tmp: Path) -> None:
+    root = shared_tmp / "lib"
+    write(root, "a.md", "# A\n\nalpha.\n")
+    lib = Library(root)
+    lib.index()  # as root
+    lib.db_path.chmod(0o600)
+    with anyio.fail_after(120):
+        async with client_for(root, lib.db_path, prefix=AS_NOBODY) as client:
+            env = await call(client, "browse_documents", {})
+    assert env["code"] == "PERMISSION_DENIED", env
+    assert f"permission denied reading the index {lib.db_path}" in env["error"], env
+    assert "owned by root" in env["error"] and "--db" in env["next_steps"]["message"], env
+    assert "must run `markindex index" not in env["next_steps"]["message"], env

@@ -20,8 +20,7 @@ from markindex_core.evaluate import (
 )
 from markindex_core.library import Library
 from markindex_core.text import segment
-
-REPO = Path(__file__).resolve().parents[2]
+from tests.paths import REPO
 
 
 def test_bm25_ranks_by_rare_matching_terms_and_drops_non_matches() -> None:
