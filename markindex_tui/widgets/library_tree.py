@@ -314,29 +314,47 @@ class LibraryTree(Tree[Entry]):
             stack.extend(reversed(node.children))
 
     async def reload(self) -> None:
-        """Re-read every open folder and document and rebuild, keeping expansion and cursor."""
-        opened = {_key(n): n.data for n in self.walk() if n.is_expanded and n.data is not None}
+        """Re-read every open folder and document and rebuild, keeping expansion and cursor.
+
+        Listings are read in a thread; whatever was opened or selected meanwhile (a jump to a
+        search hit) is what the rebuilt tree shows, so a rebuild never undoes a jump.
+        """
+        fl: dict[str, FolderListing] = {}
+        dl: dict[str, DocListing] = {}
+        read: set[Key] = set()
+        for _ in range(3):  # read what was opened while the last read ran, then rebuild
+            todo = self._opened().keys() - read
+            if not todo:
+                break
+            read |= todo
+            folders = [k[1] for k in todo if k[0] == "folder"]
+            docs = [k[1] for k in todo if k[0] == "document"]
+            more_fl, more_dl = await asyncio.to_thread(self._fetch, folders, docs)
+            fl.update(more_fl)
+            dl.update(more_dl)
+        opened = self._opened()
         shown = {k[1]: e.shown for k, e in opened.items() if k[0] == "folder"}
         cursor = self.selected_ref()
-        folders = [k[1] for k in opened if k[0] == "folder"]
-        docs = [k[1] for k in opened if k[0] == "document"]
-
-        def fetch() -> tuple[dict[str, FolderListing], dict[str, DocListing]]:
-            fl = {f: folder_listing(self.lib, f) for f in folders}
-            dl = {d: listing for d in docs if (listing := doc_listing(self.lib, d)) is not None}
-            return fl, dl
-
-        fl, dl = await asyncio.to_thread(fetch)  # a newer reload cancels this one meanwhile
         self._restart_loader()
         self.clear()
         self.root.data = Entry(Ref("folder", ""))
-        todo = [self.root]
-        while todo:
-            node = todo.pop()
+        stack = [self.root]
+        while stack:
+            node = stack.pop()
             if _key(node) in opened and self._refill(node, fl, dl, shown):
                 node.expand()
-                todo.extend(node.children)
+                stack.extend(node.children)
         self._restore_cursor(cursor)
+
+    def _opened(self) -> dict[Key, Entry]:
+        return {_key(n): n.data for n in self.walk() if n.is_expanded and n.data is not None}
+
+    def _fetch(
+        self, folders: list[str], docs: list[str]
+    ) -> tuple[dict[str, FolderListing], dict[str, DocListing]]:
+        fl = {f: folder_listing(self.lib, f) for f in folders}
+        dl = {d: listing for d in docs if (listing := doc_listing(self.lib, d)) is not None}
+        return fl, dl
 
     def _refill(
         self,

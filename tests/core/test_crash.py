@@ -103,6 +103,16 @@ def _children(pid: int) -> list[int]:
     return [int(x) for x in text.split()]
 
 
+def _descendants(pid: int) -> list[int]:
+    """Children, then grandchildren (the forkserver, then the parse workers it forks), and so on."""
+    found: list[int] = []
+    level = _children(pid)
+    while level:
+        found += level
+        level = [c for p in level for c in _children(p)]
+    return found
+
+
 @pytest.mark.skipif(
     not sys.platform.startswith("linux") or (os.cpu_count() or 1) < 2,
     reason="watches worker processes through /proc; needs the parallel parse path",
@@ -120,12 +130,17 @@ def test_killed_writer_frees_the_lock_even_while_its_parse_workers_run(tmp_path:
         index_cmd(root, db), cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
     )
     try:
+        # Kill once the workers run: the parse workers are the forkserver's children. (Killing the
+        # writer in the instant it hands a new worker its start-up data is a different case: that
+        # worker reports the cut pipe on stderr before any markindex code runs.)
         deadline = time.monotonic() + 20
-        while not _children(proc.pid):
+        while not [w for c in _children(proc.pid) for w in _children(c)]:
             assert proc.poll() is None, "the indexer finished before it forked workers"
-            assert time.monotonic() < deadline
+            assert time.monotonic() < deadline, "no parse workers started"
             time.sleep(0.005)
-        workers = _children(proc.pid)
+        time.sleep(0.1)
+        assert proc.poll() is None, "the indexer finished before it could be killed"
+        workers = _descendants(proc.pid)
     finally:
         proc.kill()
         proc.wait()
