@@ -296,3 +296,12 @@ def test_cli_never_prints_the_key(indexed_sample: Library, server: ScriptedServe
     assert "HTTP 401" in out.stderr
     assert secret not in out.stderr + out.stdout
     assert server.requests[0].headers["authorization"] == f"Bearer {secret}"
+
+
+def test_no_index_fails_before_any_model_request(tmp_path: Path, server: ScriptedServer) -> None:
+    from markindex_core.errors import IndexMissing
+
+    (tmp_path / "a.md").write_text("# A\n", encoding="utf-8")
+    with pytest.raises(IndexMissing):
+        Library(tmp_path).retrieve("q", model=MODEL, base_url=server.base_url)
+    assert server.requests == []
