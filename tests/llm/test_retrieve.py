@@ -305,3 +305,20 @@ def test_no_index_fails_before_any_model_request(tmp_path: Path, server: Scripte
     with pytest.raises(IndexMissing):
         Library(tmp_path).retrieve("q", model=MODEL, base_url=server.base_url)
     assert server.requests == []
+
+
+def test_the_exported_toolset_serves_a_plain_pydantic_ai_agent(
+    indexed_sample: Library, server: ScriptedServer
+) -> None:
+    from pydantic_ai import Agent
+
+    from markindex_core.llm.models import resolve_model
+    from markindex_core.llm.tooldefs import AGENT_INSTRUCTIONS, toolset
+
+    server.push(tool_call("get_document", {"doc_path": DOC}), reply("read it"))
+    model = resolve_model(MODEL, base_url=server.base_url)
+    agent = Agent(model, instructions=AGENT_INSTRUCTIONS, toolsets=[toolset(indexed_sample)])
+    assert agent.run_sync("what is in the install guide?").output == "read it"
+    (envelope,) = _tool_results(server)
+    assert envelope["success"] and envelope["data"]["doc_path"] == DOC
+    assert json.loads(indexed_sample.call_tool("get_document", {"doc_path": DOC})) == envelope
