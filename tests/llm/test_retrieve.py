@@ -32,7 +32,7 @@ def _file_lines(lib: Library, path: str, start: int, end: int) -> str:
     return "\n".join(lines[start - 1 : end])
 
 
-def _tool_results(server: ScriptedServer) -> list[dict[str, object]]:
+def _tool_results(server: ScriptedServer) -> list[dict[str, Any]]:
     """Every tool result the model was sent, parsed (the last request carries all of them)."""
     last = server.requests[-1].messages
     return [
