@@ -67,6 +67,9 @@ NODE_SHARE = 0.3  # weight of the node's own BM25 (title 10, keyItems 5, …) ne
 PASSAGES_PER_NODE = 3  # a long section may answer with up to this many separate passages
 EXPAND_RATIO = 0.85  # a neighbouring passage scoring this close joins the evidence …
 EXPAND_MAX_LINES = 10  # … while the evidence stays this short
+RERANK_DEPTH = 40  # the best candidates re-scored by their document's evidence …
+DOC_EVIDENCE_PASSAGES = 3  # … a document's evidence: its best this many candidates' scores summed …
+DOC_WEIGHT = 0.2  # … its share of the best document's evidence, at this weight, is added
 
 # ----- Passages: the evidence units (passages.py) ------------------------------------------------
 PASSAGE_MIN_TOKENS = 12  # shorter blocks (a bold label, a heading) join the next block

@@ -53,13 +53,15 @@ class Scope:
 
 @dataclass(frozen=True)
 class PassageScore:
-    """One candidate passage: its node, its line range and its BM25 score (higher is better)."""
+    """One candidate passage: its node, its line range, its BM25 score (higher is better) and
+    its document (what ranking by document coherence groups by)."""
 
     id: int
     node_rowid: int
     start_line: int
     end_line: int
     score: float
+    doc_id: int = 0
 
 
 @dataclass(frozen=True)
@@ -136,10 +138,11 @@ class SearchQueries:
         """The best-scoring passages (BM25 of context 2, body 1), at most PASSAGE_CANDIDATES."""
         if scope.sql:
             return [
-                PassageScore(int(pid), int(node), int(a), int(b), float(score))
-                for pid, node, a, b, score in self.conn.execute(
+                PassageScore(int(pid), int(node), int(a), int(b), float(score), int(doc))
+                for pid, node, a, b, score, doc in self.conn.execute(
                     "SELECT p.id, p.node_rowid, p.start_line, p.end_line,"
-                    f" -bm25(passage_fts, {WEIGHT_CONTEXT}, {WEIGHT_BODY}) FROM passage_fts"
+                    f" -bm25(passage_fts, {WEIGHT_CONTEXT}, {WEIGHT_BODY}), p.doc_id"
+                    " FROM passage_fts"
                     " JOIN passages p ON p.id = passage_fts.rowid"
                     f" WHERE passage_fts MATCH ?{scope.sql.format(t='p')} ORDER BY 5 DESC LIMIT ?",
                     (match, *scope.args, PASSAGE_CANDIDATES),
@@ -158,9 +161,10 @@ class SearchQueries:
             return []
         ids = ",".join(str(i) for i in scored)
         return [
-            PassageScore(int(pid), int(node), int(a), int(b), scored[int(pid)])
-            for pid, node, a, b in self.conn.execute(
-                f"SELECT id, node_rowid, start_line, end_line FROM passages WHERE id IN ({ids})"
+            PassageScore(int(pid), int(node), int(a), int(b), scored[int(pid)], int(doc))
+            for pid, node, a, b, doc in self.conn.execute(
+                "SELECT id, node_rowid, start_line, end_line, doc_id FROM passages"
+                f" WHERE id IN ({ids})"
             )
         ]
 

@@ -1,0 +1,58 @@
+"""Re-ranking of the best candidates: what a passage-by-passage BM25 cannot see."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from markindex_core.library import Library
+from markindex_core.search.rerank import by_document, document_evidence
+
+
+def _filler(n: int) -> str:
+    """Words found nowhere else: they make each section long enough to stay its own node."""
+    return " ".join(f"filler{n}x{i}" for i in range(200))
+
+
+def test_a_document_answering_with_several_passages_outranks_a_passing_mention(
+    tmp_path: Path,
+) -> None:
+    # A reading list names both rare words in one line and wins on BM25 alone; the guide uses
+    # them in three sections. The guide's best passage must come first.
+    root = tmp_path / "lib"
+    root.mkdir()
+    (root / "refs.md").write_text(
+        "# Further reading\n\n- Notes on zorblax frobnication, and links about gardening, cooking,"
+        " music, travel, painting, chess, sailing and the weather.\n",
+        encoding="utf-8",
+    )
+    (root / "guide.md").write_text(
+        "# Operations guide\n\n## Setup\n\nThe zorblax step runs once at install time and its"
+        f" quota is set by the operator.\n\n{_filler(1)}\n\n## Limits\n\nEach run of the"
+        " frobnication step has a quota of ten units before it pauses.\n\n"
+        f"{_filler(2)}\n\n## Failures\n\nWhen frobnication fails, the zorblax unit is rolled"
+        f" back and the operator is told.\n\n{_filler(3)}\n",
+        encoding="utf-8",
+    )
+    for n in range(12):
+        (root / f"n{n}.md").write_text(f"# Note {n}\n\nAbout gardening {n}.\n", encoding="utf-8")
+    lib = Library(root)
+    lib.index()
+    hits = lib.search("zorblax frobnication quota").hits
+    assert [h.doc_path for h in hits[:2]] == ["guide.md", "guide.md"]
+    assert "refs.md" in [h.doc_path for h in hits]
+    lib.close()
+
+
+def test_document_evidence_sums_each_documents_best_three() -> None:
+    head = [(1.0, 1), (0.9, 2), (0.8, 3), (0.7, 4), (0.6, 5), (0.5, 6)]
+    doc_of = {1: 10, 2: 20, 3: 20, 4: 20, 5: 20, 6: 30}
+    assert document_evidence(head, doc_of) == {10: 1.0, 20: 0.9 + 0.8 + 0.7, 30: 0.5}
+
+
+def test_only_the_head_is_rescored_and_the_tail_keeps_its_order() -> None:
+    ranked = [(1.0 - i / 100, i) for i in range(60)]
+    doc_of = {i: i % 2 for i in range(60)}
+    out = by_document(ranked, doc_of)
+    assert [s for s, _ in out[:40]] == sorted((s for s, _ in out[:40]), reverse=True)
+    assert [pid for _, pid in out[40:]] == list(range(40, 60))
+    assert {pid for _, pid in out[:40]} == set(range(40))
