@@ -10,9 +10,19 @@ are looked at, so the cost is a few hundred additions whatever the size of the l
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Callable, Mapping
 
-from markindex_core.config import DOC_EVIDENCE_PASSAGES, DOC_WEIGHT, RERANK_DEPTH
+from markindex_core.config import (
+    CONTENTS_LINK_SHARE,
+    DOC_EVIDENCE_PASSAGES,
+    DOC_WEIGHT,
+    LINK_PENALTY,
+    RERANK_DEPTH,
+)
+
+# A Markdown link to a heading of the same document: `[text](#anchor)`.
+_LINK = re.compile(r"\[[^\]\n]*\]\(#[^)\s]*\)")
 
 
 def by_document(
@@ -37,3 +47,34 @@ def document_evidence(head: list[tuple[float, int]], doc_of: Mapping[int, int]) 
         if len(kept) < DOC_EVIDENCE_PASSAGES:
             kept.append(score)
     return {doc: sum(kept) for doc, kept in scores.items()}
+
+
+def is_contents(text: str) -> bool:
+    """Whether a passage is mostly links to the document's own headings: a table of contents.
+
+    It names the topics of a question without answering it, and BM25 ranks it high exactly
+    because it names so many of them.
+    """
+    chars = len("".join(text.split()))
+    links = sum(len("".join(m.group().split())) for m in _LINK.finditer(text))
+    return chars > 0 and links >= CONTENTS_LINK_SHARE * chars
+
+
+def demote_contents(
+    ranked: list[tuple[float, int]], texts: Callable[[list[int]], dict[int, str]]
+) -> list[tuple[float, int]]:
+    """`ranked` again, each head passage that is mostly in-document links lowered.
+
+    Only a passage whose link share reaches CONTENTS_LINK_SHARE counts as a table of contents:
+    a definition that links to two other objects of the same document still answers.
+    """
+    head = ranked[:RERANK_DEPTH]
+    if not head or LINK_PENALTY <= 0:
+        return ranked
+    text_of = texts([pid for _, pid in head])
+    rescored = [
+        (score - (LINK_PENALTY if is_contents(text_of.get(pid, "")) else 0.0), pid)
+        for score, pid in head
+    ]
+    rescored.sort(reverse=True)
+    return rescored + ranked[RERANK_DEPTH:]

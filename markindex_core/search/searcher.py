@@ -28,7 +28,7 @@ from markindex_core.config import (
     SNIPPET_CHARS,
     STRICT_ENOUGH,
 )
-from markindex_core.search.rerank import by_document
+from markindex_core.search.rerank import by_document, demote_contents
 from markindex_core.store.db import Store, connect
 from markindex_core.store.outline import title_path
 from markindex_core.store.search_queries import PassageScore, Scope, SearchQueries
@@ -213,6 +213,7 @@ class Searcher:
             return []
         top_node = max(node_scores.values(), default=1.0) or 1.0
         ranked = _blend(passages, node_scores, top_node, boost or set())
+        ranked = demote_contents(ranked, self.queries.passage_texts)
         ranked = by_document(ranked, {pid: p.doc_id for pid, p in passages.items()})
         chosen = _choose(ranked, passages, node_scores, top_node, limit)
         hits = (self._hit(pick, terms) for pick in chosen)

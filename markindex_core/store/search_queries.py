@@ -13,6 +13,7 @@ from typing import Any
 import apsw
 
 from markindex_core.config import (
+    LINE_BLOCK_SIZE,
     NODE_CANDIDATES,
     PASSAGE_CANDIDATES,
     WEIGHT_BODY,
@@ -167,6 +168,30 @@ class SearchQueries:
                 f" WHERE id IN ({ids})"
             )
         ]
+
+    def passage_texts(self, ids: list[int]) -> dict[int, str]:
+        """The original text of a few passages (by id), in one query over their line blocks."""
+        if not ids:
+            return {}
+        blocks: dict[int, list[str]] = {}
+        spans: dict[int, tuple[int, int, int]] = {}
+        id_list = ",".join(str(int(i)) for i in ids)
+        for pid, a, b, block, text in self.conn.execute(
+            "SELECT p.id, p.start_line, p.end_line, lb.block, lb.text FROM passages p"
+            " JOIN line_blocks lb ON lb.doc_id = p.doc_id"
+            " AND lb.block BETWEEN (p.start_line - 1) / ?1 AND (p.end_line - 1) / ?1"
+            f" WHERE p.id IN ({id_list}) ORDER BY p.id, lb.block",
+            (LINE_BLOCK_SIZE,),
+        ):
+            if int(pid) not in spans:
+                spans[int(pid)] = (int(a), int(b), int(block))
+            blocks.setdefault(int(pid), []).append(str(text))
+        out: dict[int, str] = {}
+        for pid, (a, b, first) in spans.items():
+            lines = "\n".join(blocks[pid]).split("\n")
+            offset = a - 1 - first * LINE_BLOCK_SIZE
+            out[pid] = "\n".join(lines[offset : offset + b - a + 1])
+        return out
 
     def first_passage(self, node_rowid: int) -> tuple[int, int] | None:
         """The line range of a node's first passage (None for a node without passages)."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from markindex_core.library import Library
-from markindex_core.search.rerank import by_document, document_evidence
+from markindex_core.search.rerank import by_document, document_evidence, is_contents
 
 
 def _filler(n: int) -> str:
@@ -56,3 +56,38 @@ def test_only_the_head_is_rescored_and_the_tail_keeps_its_order() -> None:
     assert [s for s, _ in out[:40]] == sorted((s for s, _ in out[:40]), reverse=True)
     assert [pid for _, pid in out[40:]] == list(range(40, 60))
     assert {pid for _, pid in out[:40]} == set(range(40))
+
+
+def test_a_table_of_contents_gives_way_to_the_sections_it_lists(tmp_path: Path) -> None:
+    root = tmp_path / "lib"
+    root.mkdir()
+    sections = [
+        ("Summary", "A gateway for quux traffic."),
+        ("Quux gateway retries", "The gateway retries a failed request three times."),
+        ("Quux gateway timeouts", "Requests time out after thirty seconds."),
+        ("Quux gateway metrics", "The gateway exports request counts."),
+    ]
+    contents = "\n".join(f"- [{t}](#{t.lower().replace(' ', '-')})" for t, _ in sections)
+    body = "\n\n".join(f"## {t}\n\n{text}\n\n{_filler(n)}" for n, (t, text) in enumerate(sections))
+    (root / "kep.md").write_text(
+        f"# KEP-9: Quux gateway\n\n## Table of Contents\n\n{contents}\n\n{body}\n",
+        encoding="utf-8",
+    )
+    for n in range(12):
+        (root / f"n{n}.md").write_text(f"# Note {n}\n\nAbout gardening {n}.\n", encoding="utf-8")
+    lib = Library(root)
+    lib.index()
+    hits = lib.search("how often does the quux gateway retry a failed request").hits
+    assert hits[0].title_path[-1] == "Quux gateway retries"
+    assert all(h.title_path[-1] != "Table of Contents" for h in hits[:3])
+    lib.close()
+
+
+def test_contents_are_links_to_own_headings_not_any_links() -> None:
+    assert is_contents("- [Summary](#summary)\n- [Design Details](#design-details)")
+    assert not is_contents("- [Summary](https://example.org/summary)\n- [Design](https://x.y)")
+    assert not is_contents(
+        "itemEncoding | [Encoding Object](#encoding-object) | Applies nested Encoding Objects"
+        " in the same manner as the [Media Type Object](#media-type-object)'s field."
+    )
+    assert not is_contents("")
