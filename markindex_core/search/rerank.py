@@ -1,11 +1,15 @@
-"""Re-ranking of the best candidates by document coherence.
+"""Re-ranking of the best candidates by what a passage-by-passage BM25 cannot see.
 
-BM25 scores each passage on its own: a reference line in some other document that repeats two
-rare names of the question can outrank the paragraph that answers, though the answering
-document holds several passages that match the question well. Among the best RERANK_DEPTH
-candidates, each document's evidence is summed (its DOC_EVIDENCE_PASSAGES best passages), and a
-passage is raised by its document's share of the best document's sum. Only the top candidates
-are looked at, so the cost is a few hundred additions whatever the size of the library.
+BM25 scores each passage on its own. Two things it misses are corrected here, on the best
+candidates only, so the cost stays bounded whatever the size of the library:
+
+- Document coherence: a reference line in some other document that repeats two rare names of
+  the question can outrank the paragraph that answers, though the answering document holds
+  several passages that match well. Among the best RERANK_DEPTH candidates each document's
+  evidence is summed (its DOC_EVIDENCE_PASSAGES best scores), and a passage is raised by its
+  document's share of the best document's sum.
+- Tables of contents: a list of links to a document's own headings names every topic of a
+  question and answers none. The best CONTENTS_DEPTH candidates are read and such lists lowered.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import re
 from collections.abc import Callable, Mapping
 
 from markindex_core.config import (
+    CONTENTS_DEPTH,
     CONTENTS_LINK_SHARE,
     DOC_EVIDENCE_PASSAGES,
     DOC_WEIGHT,
@@ -55,6 +60,8 @@ def is_contents(text: str) -> bool:
     It names the topics of a question without answering it, and BM25 ranks it high exactly
     because it names so many of them.
     """
+    if "](#" not in text:  # most passages: no link to a heading at all
+        return False
     chars = len("".join(text.split()))
     links = sum(len("".join(m.group().split())) for m in _LINK.finditer(text))
     return chars > 0 and links >= CONTENTS_LINK_SHARE * chars
@@ -63,12 +70,13 @@ def is_contents(text: str) -> bool:
 def demote_contents(
     ranked: list[tuple[float, int]], texts: Callable[[list[int]], dict[int, str]]
 ) -> list[tuple[float, int]]:
-    """`ranked` again, each head passage that is mostly in-document links lowered.
+    """`ranked` again, each of its first CONTENTS_DEPTH passages that is mostly links to the
+    document's own headings lowered (their text is read: the one cost of re-ranking).
 
     Only a passage whose link share reaches CONTENTS_LINK_SHARE counts as a table of contents:
     a definition that links to two other objects of the same document still answers.
     """
-    head = ranked[:RERANK_DEPTH]
+    head = ranked[:CONTENTS_DEPTH]
     if not head or LINK_PENALTY <= 0:
         return ranked
     text_of = texts([pid for _, pid in head])
@@ -76,5 +84,6 @@ def demote_contents(
         (score - (LINK_PENALTY if is_contents(text_of.get(pid, "")) else 0.0), pid)
         for score, pid in head
     ]
-    rescored.sort(reverse=True)
-    return rescored + ranked[RERANK_DEPTH:]
+    out = rescored + ranked[CONTENTS_DEPTH:]
+    out.sort(reverse=True)  # a lowered passage may now fall below ones further down
+    return out

@@ -5,7 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from markindex_core.library import Library
-from markindex_core.search.rerank import by_document, document_evidence, is_contents
+from markindex_core.search.rerank import (
+    by_document,
+    demote_contents,
+    document_evidence,
+    is_contents,
+)
 
 
 def _filler(n: int) -> str:
@@ -91,3 +96,12 @@ def test_contents_are_links_to_own_headings_not_any_links() -> None:
         " in the same manner as the [Media Type Object](#media-type-object)'s field."
     )
     assert not is_contents("")
+
+
+def test_lowering_contents_keeps_every_candidate_in_score_order() -> None:
+    toc = "- [A](#a)\n- [B](#b)\n- [C](#c)"
+    ranked = [(1.0 - i / 100, i) for i in range(60)]
+    out = demote_contents(ranked, lambda ids: {i: toc if i == 0 else "text" for i in ids})
+    assert sorted(pid for _, pid in out) == list(range(60))
+    assert out == sorted(out, reverse=True)
+    assert out[0][1] == 1 and 0 in [pid for _, pid in out[1:]]
