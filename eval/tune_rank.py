@@ -93,17 +93,19 @@ def latency(lib: Library, questions: list[dict[str, Any]], rounds: int = 3) -> N
 
 
 def override(pairs: list[str]) -> None:
-    """Set searcher constants (NAME=VALUE, VALUE a Python literal) for a what-if run."""
+    """Set ranking constants (NAME=VALUE, VALUE a Python literal) for a what-if run."""
     import ast
 
     from markindex_core.search import rerank, searcher
+    from markindex_core.store import search_queries
 
     for pair in pairs:
         name, _, value = pair.partition("=")
-        module = rerank if hasattr(rerank, name) else searcher
-        if not hasattr(module, name):
-            raise SystemExit(f"no constant {name} in the searcher module")
-        setattr(module, name, ast.literal_eval(value))
+        modules = [m for m in (searcher, rerank, search_queries) if hasattr(m, name)]
+        if not modules:
+            raise SystemExit(f"no ranking constant {name}")
+        for module in modules:
+            setattr(module, name, ast.literal_eval(value))
 
 
 def main() -> None:
@@ -119,7 +121,7 @@ def main() -> None:
         action="append",
         default=[],
         metavar="NAME=VALUE",
-        help="override a ranking constant of the searcher module for this run",
+        help="override a ranking constant (searcher, rerank, search queries) for this run",
     )
     ap.add_argument("--out", type=Path, help="write the full report of all questions as JSON")
     args = ap.parse_args()
