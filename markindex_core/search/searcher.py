@@ -28,6 +28,7 @@ from markindex_core.config import (
     SNIPPET_CHARS,
     STRICT_ENOUGH,
 )
+from markindex_core.search.rerank import by_document, demote_contents
 from markindex_core.store.db import Store, connect
 from markindex_core.store.outline import title_path
 from markindex_core.store.search_queries import PassageScore, Scope, SearchQueries
@@ -210,7 +211,11 @@ class Searcher:
             node_scores = {n: v for n, v in node_scores.items() if n in allowed}
         if not node_scores and not passages:
             return []
-        chosen = _choose(passages, node_scores, boost or set(), limit)
+        top_node = max(node_scores.values(), default=1.0) or 1.0
+        ranked = _blend(passages, node_scores, top_node, boost or set())
+        ranked = demote_contents(ranked, self.queries.passage_texts)
+        ranked = by_document(ranked, {pid: p.doc_id for pid, p in passages.items()})
+        chosen = _choose(ranked, passages, node_scores, top_node, limit)
         hits = (self._hit(pick, terms) for pick in chosen)
         return [h for h in hits if h is not None]
 
@@ -302,14 +307,14 @@ def _relaxed_notice(found: int, words: int) -> str:
 
 
 def _choose(
+    ranked: list[tuple[float, int]],
     passages: dict[int, PassageScore],
     node_scores: dict[int, float],
-    boost: set[int],
+    top_node: float,
     limit: int,
 ) -> list[_Pick]:
-    """The best `limit` results: passages first, then sections matched only by their title."""
-    top_node = max(node_scores.values(), default=1.0) or 1.0
-    ranked = _blend(passages, node_scores, top_node, boost)
+    """The best `limit` results: passages (`ranked`, best first), then sections matched only by
+    their title."""
     chosen = _pick_passages(ranked, passages, limit)
     if len(chosen) < limit:  # sections matched only by their title or merged headings
         shown = {c.node_rowid for c in chosen}

@@ -13,6 +13,7 @@ from typing import Any
 import apsw
 
 from markindex_core.config import (
+    LINE_BLOCK_SIZE,
     NODE_CANDIDATES,
     PASSAGE_CANDIDATES,
     WEIGHT_BODY,
@@ -53,13 +54,15 @@ class Scope:
 
 @dataclass(frozen=True)
 class PassageScore:
-    """One candidate passage: its node, its line range and its BM25 score (higher is better)."""
+    """One candidate passage: its node, its line range, its BM25 score (higher is better) and
+    its document (what ranking by document coherence groups by)."""
 
     id: int
     node_rowid: int
     start_line: int
     end_line: int
     score: float
+    doc_id: int = 0
 
 
 @dataclass(frozen=True)
@@ -136,10 +139,11 @@ class SearchQueries:
         """The best-scoring passages (BM25 of context 2, body 1), at most PASSAGE_CANDIDATES."""
         if scope.sql:
             return [
-                PassageScore(int(pid), int(node), int(a), int(b), float(score))
-                for pid, node, a, b, score in self.conn.execute(
+                PassageScore(int(pid), int(node), int(a), int(b), float(score), int(doc))
+                for pid, node, a, b, score, doc in self.conn.execute(
                     "SELECT p.id, p.node_rowid, p.start_line, p.end_line,"
-                    f" -bm25(passage_fts, {WEIGHT_CONTEXT}, {WEIGHT_BODY}) FROM passage_fts"
+                    f" -bm25(passage_fts, {WEIGHT_CONTEXT}, {WEIGHT_BODY}), p.doc_id"
+                    " FROM passage_fts"
                     " JOIN passages p ON p.id = passage_fts.rowid"
                     f" WHERE passage_fts MATCH ?{scope.sql.format(t='p')} ORDER BY 5 DESC LIMIT ?",
                     (match, *scope.args, PASSAGE_CANDIDATES),
@@ -158,11 +162,36 @@ class SearchQueries:
             return []
         ids = ",".join(str(i) for i in scored)
         return [
-            PassageScore(int(pid), int(node), int(a), int(b), scored[int(pid)])
-            for pid, node, a, b in self.conn.execute(
-                f"SELECT id, node_rowid, start_line, end_line FROM passages WHERE id IN ({ids})"
+            PassageScore(int(pid), int(node), int(a), int(b), scored[int(pid)], int(doc))
+            for pid, node, a, b, doc in self.conn.execute(
+                "SELECT id, node_rowid, start_line, end_line, doc_id FROM passages"
+                f" WHERE id IN ({ids})"
             )
         ]
+
+    def passage_texts(self, ids: list[int]) -> dict[int, str]:
+        """The original text of a few passages (by id), in one query over their line blocks."""
+        if not ids:
+            return {}
+        blocks: dict[int, list[str]] = {}
+        spans: dict[int, tuple[int, int, int]] = {}
+        id_list = ",".join(str(int(i)) for i in ids)
+        for pid, a, b, block, text in self.conn.execute(
+            "SELECT p.id, p.start_line, p.end_line, lb.block, lb.text FROM passages p"
+            " JOIN line_blocks lb ON lb.doc_id = p.doc_id"
+            " AND lb.block BETWEEN (p.start_line - 1) / ?1 AND (p.end_line - 1) / ?1"
+            f" WHERE p.id IN ({id_list}) ORDER BY p.id, lb.block",
+            (LINE_BLOCK_SIZE,),
+        ):
+            if int(pid) not in spans:
+                spans[int(pid)] = (int(a), int(b), int(block))
+            blocks.setdefault(int(pid), []).append(str(text))
+        out: dict[int, str] = {}
+        for pid, (a, b, first) in spans.items():
+            lines = "\n".join(blocks[pid]).split("\n")
+            offset = a - 1 - first * LINE_BLOCK_SIZE
+            out[pid] = "\n".join(lines[offset : offset + b - a + 1])
+        return out
 
     def first_passage(self, node_rowid: int) -> tuple[int, int] | None:
         """The line range of a node's first passage (None for a node without passages)."""

@@ -1,0 +1,89 @@
+"""Re-ranking of the best candidates by what a passage-by-passage BM25 cannot see.
+
+BM25 scores each passage on its own. Two things it misses are corrected here, on the best
+candidates only, so the cost stays bounded whatever the size of the library:
+
+- Document coherence: a reference line in some other document that repeats two rare names of
+  the question can outrank the paragraph that answers, though the answering document holds
+  several passages that match well. Among the best RERANK_DEPTH candidates each document's
+  evidence is summed (its DOC_EVIDENCE_PASSAGES best scores), and a passage is raised by its
+  document's share of the best document's sum.
+- Tables of contents: a list of links to a document's own headings names every topic of a
+  question and answers none. The best CONTENTS_DEPTH candidates are read and such lists lowered.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+
+from markindex_core.config import (
+    CONTENTS_DEPTH,
+    CONTENTS_LINK_SHARE,
+    DOC_EVIDENCE_PASSAGES,
+    DOC_WEIGHT,
+    LINK_PENALTY,
+    RERANK_DEPTH,
+)
+
+# A Markdown link to a heading of the same document: `[text](#anchor)`.
+_LINK = re.compile(r"\[[^\]\n]*\]\(#[^)\s]*\)")
+
+
+def by_document(
+    ranked: list[tuple[float, int]], doc_of: Mapping[int, int]
+) -> list[tuple[float, int]]:
+    """`ranked` ((score, passage id), best first) again, its head raised by document evidence."""
+    head = ranked[:RERANK_DEPTH]
+    if len(head) < 2 or DOC_WEIGHT <= 0:
+        return ranked
+    best = document_evidence(head, doc_of)
+    top = max(best.values()) or 1.0
+    rescored = [(score + DOC_WEIGHT * best[doc_of[pid]] / top, pid) for score, pid in head]
+    rescored.sort(reverse=True)
+    return rescored + ranked[RERANK_DEPTH:]
+
+
+def document_evidence(head: list[tuple[float, int]], doc_of: Mapping[int, int]) -> dict[int, float]:
+    """Each document's summed score over its best DOC_EVIDENCE_PASSAGES passages in `head`."""
+    scores: dict[int, list[float]] = {}
+    for score, pid in head:  # best first: each document's first scores are its best
+        kept = scores.setdefault(doc_of[pid], [])
+        if len(kept) < DOC_EVIDENCE_PASSAGES:
+            kept.append(score)
+    return {doc: sum(kept) for doc, kept in scores.items()}
+
+
+def is_contents(text: str) -> bool:
+    """Whether a passage is mostly links to the document's own headings: a table of contents.
+
+    It names the topics of a question without answering it, and BM25 ranks it high exactly
+    because it names so many of them.
+    """
+    if "](#" not in text:  # most passages: no link to a heading at all
+        return False
+    chars = len("".join(text.split()))
+    links = sum(len("".join(m.group().split())) for m in _LINK.finditer(text))
+    return chars > 0 and links >= CONTENTS_LINK_SHARE * chars
+
+
+def demote_contents(
+    ranked: list[tuple[float, int]], texts: Callable[[list[int]], dict[int, str]]
+) -> list[tuple[float, int]]:
+    """`ranked` again, each of its first CONTENTS_DEPTH passages that is mostly links to the
+    document's own headings lowered (their text is read: the one cost of re-ranking).
+
+    Only a passage whose link share reaches CONTENTS_LINK_SHARE counts as a table of contents:
+    a definition that links to two other objects of the same document still answers.
+    """
+    head = ranked[:CONTENTS_DEPTH]
+    if not head or LINK_PENALTY <= 0:
+        return ranked
+    text_of = texts([pid for _, pid in head])
+    rescored = [
+        (score - (LINK_PENALTY if is_contents(text_of.get(pid, "")) else 0.0), pid)
+        for score, pid in head
+    ]
+    out = rescored + ranked[CONTENTS_DEPTH:]
+    out.sort(reverse=True)  # a lowered passage may now fall below ones further down
+    return out

@@ -1,0 +1,107 @@
+"""Re-ranking of the best candidates: what a passage-by-passage BM25 cannot see."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from markindex_core.library import Library
+from markindex_core.search.rerank import (
+    by_document,
+    demote_contents,
+    document_evidence,
+    is_contents,
+)
+
+
+def _filler(n: int) -> str:
+    """Words found nowhere else: they make each section long enough to stay its own node."""
+    return " ".join(f"filler{n}x{i}" for i in range(200))
+
+
+def test_a_document_answering_with_several_passages_outranks_a_passing_mention(
+    tmp_path: Path,
+) -> None:
+    # A reading list names both rare words in one line and wins on BM25 alone; the guide uses
+    # them in three sections. The guide's best passage must come first.
+    root = tmp_path / "lib"
+    root.mkdir()
+    (root / "refs.md").write_text(
+        "# Further reading\n\n- Notes on zorblax frobnication, and links about gardening, cooking,"
+        " music, travel, painting, chess, sailing and the weather.\n",
+        encoding="utf-8",
+    )
+    (root / "guide.md").write_text(
+        "# Operations guide\n\n## Setup\n\nThe zorblax step runs once at install time and its"
+        f" quota is set by the operator.\n\n{_filler(1)}\n\n## Limits\n\nEach run of the"
+        " frobnication step has a quota of ten units before it pauses.\n\n"
+        f"{_filler(2)}\n\n## Failures\n\nWhen frobnication fails, the zorblax unit is rolled"
+        f" back and the operator is told.\n\n{_filler(3)}\n",
+        encoding="utf-8",
+    )
+    for n in range(12):
+        (root / f"n{n}.md").write_text(f"# Note {n}\n\nAbout gardening {n}.\n", encoding="utf-8")
+    lib = Library(root)
+    lib.index()
+    hits = lib.search("zorblax frobnication quota").hits
+    assert [h.doc_path for h in hits[:2]] == ["guide.md", "guide.md"]
+    assert "refs.md" in [h.doc_path for h in hits]
+    lib.close()
+
+
+def test_document_evidence_sums_each_documents_best_three() -> None:
+    head = [(1.0, 1), (0.9, 2), (0.8, 3), (0.7, 4), (0.6, 5), (0.5, 6)]
+    doc_of = {1: 10, 2: 20, 3: 20, 4: 20, 5: 20, 6: 30}
+    assert document_evidence(head, doc_of) == {10: 1.0, 20: 0.9 + 0.8 + 0.7, 30: 0.5}
+
+
+def test_only_the_head_is_rescored_and_the_tail_keeps_its_order() -> None:
+    ranked = [(1.0 - i / 100, i) for i in range(60)]
+    doc_of = {i: i % 2 for i in range(60)}
+    out = by_document(ranked, doc_of)
+    assert [s for s, _ in out[:40]] == sorted((s for s, _ in out[:40]), reverse=True)
+    assert [pid for _, pid in out[40:]] == list(range(40, 60))
+    assert {pid for _, pid in out[:40]} == set(range(40))
+
+
+def test_a_table_of_contents_gives_way_to_the_sections_it_lists(tmp_path: Path) -> None:
+    root = tmp_path / "lib"
+    root.mkdir()
+    sections = [
+        ("Summary", "A gateway for quux traffic."),
+        ("Quux gateway retries", "The gateway retries a failed request three times."),
+        ("Quux gateway timeouts", "Requests time out after thirty seconds."),
+        ("Quux gateway metrics", "The gateway exports request counts."),
+    ]
+    contents = "\n".join(f"- [{t}](#{t.lower().replace(' ', '-')})" for t, _ in sections)
+    body = "\n\n".join(f"## {t}\n\n{text}\n\n{_filler(n)}" for n, (t, text) in enumerate(sections))
+    (root / "kep.md").write_text(
+        f"# KEP-9: Quux gateway\n\n## Table of Contents\n\n{contents}\n\n{body}\n",
+        encoding="utf-8",
+    )
+    for n in range(12):
+        (root / f"n{n}.md").write_text(f"# Note {n}\n\nAbout gardening {n}.\n", encoding="utf-8")
+    lib = Library(root)
+    lib.index()
+    hits = lib.search("how often does the quux gateway retry a failed request").hits
+    assert hits[0].title_path[-1] == "Quux gateway retries"
+    assert all(h.title_path[-1] != "Table of Contents" for h in hits[:3])
+    lib.close()
+
+
+def test_contents_are_links_to_own_headings_not_any_links() -> None:
+    assert is_contents("- [Summary](#summary)\n- [Design Details](#design-details)")
+    assert not is_contents("- [Summary](https://example.org/summary)\n- [Design](https://x.y)")
+    assert not is_contents(
+        "itemEncoding | [Encoding Object](#encoding-object) | Applies nested Encoding Objects"
+        " in the same manner as the [Media Type Object](#media-type-object)'s field."
+    )
+    assert not is_contents("")
+
+
+def test_lowering_contents_keeps_every_candidate_in_score_order() -> None:
+    toc = "- [A](#a)\n- [B](#b)\n- [C](#c)"
+    ranked = [(1.0 - i / 100, i) for i in range(60)]
+    out = demote_contents(ranked, lambda ids: {i: toc if i == 0 else "text" for i in ids})
+    assert sorted(pid for _, pid in out) == list(range(60))
+    assert out == sorted(out, reverse=True)
+    assert out[0][1] == 1 and 0 in [pid for _, pid in out[1:]]
