@@ -172,3 +172,20 @@ DAEMON_SUMMARY_SLICE_S = 10.0  # the daemon asks for summaries this long at a ti
 CLI_PROGRESS_PATH_CHARS = 60  # tail of the current file's path shown beside the progress bar
 STATUS_SKIPPED_SHOWN = 20  # skipped files listed by `markindex status` (all of them with --json)
 STATUS_ERRORS_SHOWN = 5  # latest daemon errors listed by `markindex status`
+
+# ----- Models (llm/: the optional `markindex[llm]` extra) ----------------------------------------
+LLM_WINDOW_S = 60.0  # rpm and tpm count over any sliding window this long
+LLM_CHARS_PER_TOKEN = 4  # estimated tokens: a CJK character is 1, other characters 1 per this many
+LLM_RETRY_ATTEMPTS = 4  # retries after a 429/5xx or a dropped connection (then the error stands)
+LLM_RETRY_MAX_WAIT_S = 60.0  # longest retry-after honoured; a longer one fails the call at once
+LLM_RETRY_BACKOFF_S = (
+    1.0,
+    16.0,
+)  # wait before a retry without retry-after: first, doubling to this
+LLM_HTTP_TIMEOUT_S = 120.0  # one model request (a slow local model takes a while)
+RETRIEVE_MAX_STEPS = 12  # model requests per retrieve() run
+RETRIEVE_TOOL_RETRIES = 3  # rejected calls (unknown tool, unparseable arguments) per tool
+RETRIEVE_OUTPUT_RETRIES = 2  # rejected final citations (unknown document, lines out of range)
+RETRIEVE_MAX_EVIDENCE = 20  # citations kept from one answer
+RETRIEVE_MAX_EVIDENCE_LINES = 200  # lines one citation may cover; longer ones are cut to this
+EVAL_AGENT_CONCURRENCY = 4  # questions the agent-mode eval runs at once

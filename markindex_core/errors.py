@@ -53,3 +53,15 @@ class IndexUnusable(MarkindexError):
     """The index file opened but is damaged, or is not a markindex database at all."""
 
     code = "INDEX_UNUSABLE"
+
+
+class ModelUnavailable(MarkindexError):
+    """A model was asked for but cannot be used: the extra, its SDK or a key is missing."""
+
+    code = "MODEL_UNAVAILABLE"
+
+
+class ModelCallFailed(MarkindexError):
+    """A model request failed after its retries (HTTP error, refused request, broken response)."""
+
+    code = "MODEL_FAILED"
