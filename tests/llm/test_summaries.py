@@ -15,9 +15,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import apsw
 import pytest
 
+from markindex_core.config import SUMMARY_COMMIT_EVERY
+from markindex_core.errors import MarkindexError
 from markindex_core.library import Library
+from markindex_core.store.db import Store
+from tests.daemon.helpers import wait_for
 from tests.llm.scripted_server import LoggedRequest, ScriptedServer, Step, error, reply
 from tests.llm.summary_library import paragraph, write_library
 from tests.paths import REPO
@@ -201,3 +206,50 @@ def test_indexing_without_a_summary_model_makes_no_request(
 def test_summary_options_need_a_model(root: Path) -> None:
     p = markindex("index", str(root), "--summary-rpm", "60")
     assert p.returncode != 0 and "--summary-rpm needs --summary-model" in p.stderr
+
+
+def _kept(db: Path) -> tuple[int, int]:
+    """(cached answers, nodes with a summary) in the index now; (0, 0) before it exists."""
+    try:
+        store = Store(db, readonly=True)
+    except MarkindexError:
+        return 0, 0
+    try:
+        cached = int(store.scalar("SELECT count(*) FROM summary_cache"))
+        nodes = int(store.scalar("SELECT count(*) FROM nodes WHERE summary IS NOT NULL"))
+        return cached, nodes
+    except apsw.Error:
+        return 0, 0
+    finally:
+        store.close()
+
+
+def test_a_killed_run_keeps_what_it_finished(tmp_path: Path, server: ScriptedServer) -> None:
+    root = tmp_path / "lib"
+    root.mkdir()
+    sections = "".join(f"## Topic {i}\n\n{paragraph(f'topic{i}')}\n\n" for i in range(40))
+    text = "---\ndescription: Forty topics.\n---\n\n# Topics\n\n" + sections
+    (root / "big.md").write_text(text, encoding="utf-8")
+    planned = 41  # the root and its 40 sections; the document has its own description
+    server.fallback = lambda req: reply("A summary.", delay_s=0.2)
+    base = {k: v for k, v in os.environ.items() if not k.endswith(("_API_KEY", "_BASE_URL"))}
+    args = ["index", str(root), "--summary-model", MODEL, "--base-url", server.base_url]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "markindex_core.cli.main", *args, "--summary-concurrency", "1"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**base, "PYTHONPATH": str(REPO)},
+    )
+    db = root / ".markindex" / "index.db"
+    try:
+        wait_for(lambda: _kept(db)[0] >= SUMMARY_COMMIT_EVERY, timeout=120)
+    finally:
+        proc.kill()
+        proc.wait()
+    cached, nodes = _kept(db)
+    assert SUMMARY_COMMIT_EVERY <= cached < planned and nodes == cached  # whole batches only
+    server.fallback = lambda req: reply("A summary.")
+    asked = len(server.requests)
+    report = summarize(root, server)
+    assert report["summaries"]["requests"] == planned - cached == len(server.requests) - asked
+    assert _kept(db) == (planned, planned)
