@@ -42,7 +42,7 @@ def register(sub: Subparsers) -> None:
         "tree",
         help="print a document's section outline",
         description="Print the optimized section tree of one document: node ids, "
-        "kinds, titles, line ranges and tokens.",
+        "kinds, titles, line ranges and tokens, and summaries where a model wrote them.",
     )
     add_library_args(p)
     p.add_argument("doc", metavar="DOC", help="document path relative to ROOT")
