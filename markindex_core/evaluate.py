@@ -1,5 +1,8 @@
 """Retrieval evaluation: questions with gold line ranges -> hit@1, hit@5, MRR, evidence size, precision.
 
+Modes: `evaluate` ranks with search (BM25); `evaluate_agent` lets a model run `retrieve` on each
+question (the llm extra); `evaluate_routing` ranks whole documents by their browse metadata.
+
 Question files are JSONL: {"id", "question", "lang": "zh"|"en"|"mixed", "gold": [{"doc_path", "start_line",
 "end_line"} | {"doc_path", "title_path": [...]} | {"doc_path"}]}. A result hits when its cited range (the
 passage) intersects a gold range; title paths match by prefix; a bare doc path matches anywhere in it.
@@ -15,11 +18,12 @@ import json
 import math
 import statistics
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from markindex_core.config import EVAL_AGENT_CONCURRENCY, RETRIEVE_MAX_STEPS
 from markindex_core.errors import InvalidArgument
 from markindex_core.library import Library
 from markindex_core.search.searcher import Hit
@@ -72,22 +76,50 @@ def _overlap(a0: int, a1: int, b0: int, b1: int) -> int:
     return max(0, min(a1, b1) - max(a0, b0) + 1)
 
 
-def hits_gold(hit: Hit, gold: list[dict[str, Any]]) -> bool:
+@dataclass(frozen=True)
+class Cited:
+    """A cited line range: a search hit's passage or a piece of agent evidence."""
+
+    doc_path: str
+    start: int
+    end: int
+    title_path: list[str]
+
+
+def _cited(hit: Hit) -> Cited:
+    return Cited(hit.doc_path, hit.passage_start, hit.passage_end, list(hit.title_path))
+
+
+def range_hits_gold(c: Cited, gold: list[dict[str, Any]]) -> bool:
     for g in gold:
-        if g.get("doc_path") != hit.doc_path:
+        if g.get("doc_path") != c.doc_path:
             continue
         if "start_line" in g:
-            if _overlap(
-                hit.passage_start, hit.passage_end, int(g["start_line"]), int(g["end_line"])
-            ):
+            if _overlap(c.start, c.end, int(g["start_line"]), int(g["end_line"])):
                 return True
         elif "title_path" in g:
             want = list(g["title_path"])
-            if hit.title_path[: len(want)] == want:
+            if c.title_path[: len(want)] == want:
                 return True
         else:
             return True
     return False
+
+
+def _lines_inside(c: Cited, gold: list[dict[str, Any]]) -> int:
+    inside = 0
+    for line in range(c.start, c.end + 1):
+        for g in gold:
+            if g.get("doc_path") != c.doc_path:
+                continue
+            if "start_line" not in g or int(g["start_line"]) <= line <= int(g["end_line"]):
+                inside += 1
+                break
+    return inside
+
+
+def hits_gold(hit: Hit, gold: list[dict[str, Any]]) -> bool:
+    return range_hits_gold(_cited(hit), gold)
 
 
 def gold_share(hit: Hit, gold: list[dict[str, Any]]) -> float:
@@ -95,15 +127,7 @@ def gold_share(hit: Hit, gold: list[dict[str, Any]]) -> float:
     n = hit.passage_end - hit.passage_start + 1
     if n <= 0:
         return 0.0
-    inside = 0
-    for line in range(hit.passage_start, hit.passage_end + 1):
-        for g in gold:
-            if g.get("doc_path") != hit.doc_path:
-                continue
-            if "start_line" not in g or int(g["start_line"]) <= line <= int(g["end_line"]):
-                inside += 1
-                break
-    return inside / n
+    return _lines_inside(_cited(hit), gold) / n
 
 
 def evaluate(
@@ -152,7 +176,7 @@ def evaluate(
     }
 
 
-def _metrics(rs: list[QuestionResult]) -> dict[str, float]:
+def _metrics(rs: Sequence[QuestionResult]) -> dict[str, float]:
     n = len(rs) or 1
     hits = [r for r in rs if r.rank is not None]
     return {
@@ -165,6 +189,146 @@ def _metrics(rs: list[QuestionResult]) -> dict[str, float]:
         "hit_precision": (sum(r.hit_precision for r in hits) / len(hits)) if hits else 0.0,
         "p50_ms": statistics.median([r.elapsed_ms for r in rs]) if rs else 0.0,
     }
+
+
+# ----- Agent mode: a model runs retrieve() on every question ------------------------------------
+@dataclass
+class AgentQuestionResult(QuestionResult):
+    """One question in agent mode: the fields of search mode, measured on the cited evidence in
+    the order cited, plus what the run cost. `evidence_lines` counts every cited line, `precision`
+    is the share of all of them inside gold; `mode` is the stop reason (or `error`)."""
+
+    requests: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    steps: int = 0
+    tool_calls: int = 0
+    error: str = ""
+
+
+def evaluate_agent(
+    lib: Library,
+    questions: list[dict[str, Any]],
+    *,
+    model: str,
+    concurrency: int = EVAL_AGENT_CONCURRENCY,
+    rpm: int | None = None,
+    tpm: int | None = None,
+    base_url: str | None = None,
+    max_steps: int = RETRIEVE_MAX_STEPS,
+    max_evidence_lines: int | None = None,
+    k: int = K,
+) -> dict[str, Any]:
+    """Run retrieve on every question, `concurrency` at a time, all sharing one rate limit.
+
+    A question whose run fails (the model keeps erroring) counts as a miss with its error and
+    never stops the others.
+    """
+    import asyncio
+
+    from markindex_core.llm.limits import RateLimiter
+    from markindex_core.llm.models import resolve_model
+
+    if concurrency < 1:
+        raise InvalidArgument("--concurrency must be at least 1", f"got {concurrency}")
+    limiter = RateLimiter(rpm, tpm)
+    resolved = resolve_model(model, base_url, limiter=limiter)
+
+    async def run_all() -> list[AgentQuestionResult]:
+        gate = asyncio.Semaphore(concurrency)
+
+        async def one(q: dict[str, Any]) -> AgentQuestionResult:
+            async with gate:
+                return await _agent_question(lib, q, resolved, max_steps, max_evidence_lines, k)
+
+        return list(await asyncio.gather(*(one(q) for q in questions)))
+
+    results = asyncio.run(run_all())
+    groups: dict[str, list[AgentQuestionResult]] = {"overall": results}
+    for r in results:
+        groups.setdefault(r.lang, []).append(r)
+    return {
+        "k": k,
+        "max_evidence_lines": max_evidence_lines,
+        "model": model,
+        "metrics": {name: _agent_metrics(rs) for name, rs in groups.items()},
+        "questions": [r.__dict__ for r in results],
+    }
+
+
+async def _agent_question(
+    lib: Library,
+    q: dict[str, Any],
+    model: Any,
+    max_steps: int,
+    max_evidence_lines: int | None,
+    k: int,
+) -> AgentQuestionResult:
+    import time
+
+    from markindex_core.errors import MarkindexError
+    from markindex_core.llm.agent import retrieve_async
+
+    base = {"id": str(q["id"]), "lang": str(q.get("lang", "unknown")), "question": q["question"]}
+    t0 = time.perf_counter()
+    try:
+        res = await retrieve_async(lib, q["question"], model=model, max_steps=max_steps)
+    except MarkindexError as exc:
+        ms = (time.perf_counter() - t0) * 1000
+        return AgentQuestionResult(
+            **base, rank=None, evidence_lines=0, precision=0.0, hit_precision=0.0,
+            mode="error", elapsed_ms=ms, error=str(exc),
+        )  # fmt: skip
+    cited = [Cited(e.doc_path, e.start_line, e.end_line, e.title_path) for e in res.evidence]
+    rank = next(
+        (
+            i
+            for i, c in enumerate(cited[:k], 1)
+            if (max_evidence_lines is None or c.end - c.start + 1 <= max_evidence_lines)
+            and range_hits_gold(c, q["gold"])
+        ),
+        None,
+    )
+    lines = sum(c.end - c.start + 1 for c in cited)
+    share = sum(_lines_inside(c, q["gold"]) for c in cited) / lines if lines else 0.0
+    return AgentQuestionResult(
+        **base,
+        rank=rank,
+        evidence_lines=lines,
+        precision=share,
+        hit_precision=share if rank is not None else 0.0,
+        mode=res.stop_reason,
+        elapsed_ms=(time.perf_counter() - t0) * 1000,
+        top=[
+            {"citation": f"[{c.doc_path}, L{c.start}-{c.end}]", "title_path": c.title_path}
+            for c in cited
+        ],
+        requests=res.usage.requests,
+        input_tokens=res.usage.input_tokens,
+        output_tokens=res.usage.output_tokens,
+        steps=res.steps,
+        tool_calls=res.tool_calls,
+    )
+
+
+def _agent_metrics(rs: list[AgentQuestionResult]) -> dict[str, Any]:
+    n = len(rs) or 1
+    out: dict[str, Any] = dict(_metrics(list(rs)))
+    out.update(
+        {
+            "requests_per_question": sum(r.requests for r in rs) / n,
+            "input_tokens_per_question": sum(r.input_tokens for r in rs) / n,
+            "output_tokens_per_question": sum(r.output_tokens for r in rs) / n,
+            "steps_per_question": sum(r.steps for r in rs) / n,
+            "tool_calls_per_question": sum(r.tool_calls for r in rs) / n,
+            "requests": sum(r.requests for r in rs),
+            "input_tokens": sum(r.input_tokens for r in rs),
+            "output_tokens": sum(r.output_tokens for r in rs),
+            "stop_reasons": dict(Counter(r.mode for r in rs)),
+            "errors": sum(1 for r in rs if r.error),
+        }
+    )
+    return out
 
 
 # ----- Routing: can an agent pick the right document from browse metadata alone? ----------------

@@ -10,7 +10,12 @@ from typing import TYPE_CHECKING, Any
 
 import apsw
 
-from markindex_core.config import DB_FILE_NAME, INDEX_DIR_NAME, SEARCH_DEFAULT_LIMIT
+from markindex_core.config import (
+    DB_FILE_NAME,
+    INDEX_DIR_NAME,
+    RETRIEVE_MAX_STEPS,
+    SEARCH_DEFAULT_LIMIT,
+)
 from markindex_core.errors import InvalidArgument, LibraryNotFound, ReadOnlyLibrary
 from markindex_core.search.searcher import Searcher, SearchResult
 from markindex_core.store.db import Store
@@ -19,6 +24,7 @@ from markindex_core.tools.contract import call_tool
 
 if TYPE_CHECKING:  # the indexer (markdown-it, multiprocessing) loads only when indexing
     from markindex_core.index.indexer import AfterWrite, IndexReport, Progress
+    from markindex_core.llm.agent import RetrieveResult
 
 
 def default_db_path(root: Path) -> Path:
@@ -224,6 +230,33 @@ class Library:
     def call_tool(self, name: str, args: dict[str, Any] | None = None) -> str:
         """Run one agent tool (see `tools.py`) and return its JSON envelope; never raises."""
         return call_tool(self, name, args)
+
+    def retrieve(
+        self,
+        question: str,
+        *,
+        model: str,
+        max_steps: int = RETRIEVE_MAX_STEPS,
+        max_input_tokens: int | None = None,
+        rpm: int | None = None,
+        tpm: int | None = None,
+        base_url: str | None = None,
+    ) -> RetrieveResult:
+        """Let a model (`provider:model`) find evidence with the five tools; return only the cited
+        lines as the index holds them, with usage and the stop reason (`done`, `budget`,
+        `max_steps`). Needs the llm extra (`pip install 'markindex[llm]'`)."""
+        from markindex_core.llm.agent import retrieve
+
+        return retrieve(
+            self,
+            question,
+            model=model,
+            max_steps=max_steps,
+            max_input_tokens=max_input_tokens,
+            rpm=rpm,
+            tpm=tpm,
+            base_url=base_url,
+        )
 
     def open_connections(self) -> int:
         """Read connections open now, over all threads (not counting searcher helpers)."""

@@ -6,6 +6,8 @@ import argparse
 from typing import Any
 
 from markindex_core.cli.common import Subparsers, add_library_args, emit_json, open_library
+from markindex_core.cli.retrieve import add_model_args
+from markindex_core.config import EVAL_AGENT_CONCURRENCY, RETRIEVE_MAX_STEPS
 
 
 def register(sub: Subparsers) -> None:
@@ -15,7 +17,10 @@ def register(sub: Subparsers) -> None:
         description="Run every question of one or more JSONL files through search and report "
         "hit@1, hit@5, MRR, evidence lines and precision, per language and overall. With "
         "--mode routing, rank whole documents by a plain BM25 over only what browse_documents "
-        "shows (path words, title, description) and report doc-level hit@1, hit@5 and MRR.",
+        "shows (path words, title, description) and report doc-level hit@1, hit@5 and MRR. With "
+        "--mode agent --model P:M, a model runs retrieve on every question (needs the llm "
+        "extra) and the same measures are taken on its cited evidence, plus requests, tokens "
+        "and steps per question.",
     )
     add_library_args(p)
     p.add_argument(
@@ -34,10 +39,26 @@ def register(sub: Subparsers) -> None:
     )
     p.add_argument(
         "--mode",
-        choices=("search", "routing"),
+        choices=("search", "bm25", "routing", "agent"),
         default="search",
-        help="search: passages found by search (default); routing: documents picked from "
-        "browse metadata alone",
+        help="search (or bm25): passages found by search (default); routing: documents picked "
+        "from browse metadata alone; agent: evidence a model cites with retrieve",
+    )
+    add_model_args(p, required=False)
+    p.add_argument(
+        "--concurrency",
+        type=int,
+        default=EVAL_AGENT_CONCURRENCY,
+        metavar="N",
+        help=f"agent mode: questions run at once (default {EVAL_AGENT_CONCURRENCY}); --rpm/--tpm "
+        "are shared by all of them",
+    )
+    p.add_argument(
+        "--max-steps",
+        type=int,
+        default=RETRIEVE_MAX_STEPS,
+        metavar="N",
+        help=f"agent mode: model requests per question (default {RETRIEVE_MAX_STEPS})",
     )
     p.add_argument("--out", metavar="FILE", help="write the full report (every question) as JSON")
     p.set_defaults(func=cmd_eval)
@@ -53,6 +74,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     questions = load_questions(Path(q) for q in args.questions)
     if args.mode == "routing":
         report = evaluate_routing(lib, questions)
+    elif args.mode == "agent":
+        report = _run_agent(lib, questions, args)
     else:
         report = evaluate(lib, questions, max_evidence_lines=args.max_evidence_lines)
     if args.out:
@@ -65,6 +88,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if args.mode == "routing":
         _print_routing(report)
         return 0
+    if args.mode == "agent":
+        _print_agent(report)
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
@@ -124,3 +149,65 @@ def _print_routing(report: dict[str, Any]) -> None:
         "[dim]each document ranked by a plain BM25 over its path words, title and description "
         "as browse_documents lists them; a hit is a gold document in the top k[/]"
     )
+
+
+def _run_agent(
+    lib: Any, questions: list[dict[str, Any]], args: argparse.Namespace
+) -> dict[str, Any]:
+    from markindex_core.errors import InvalidArgument
+    from markindex_core.evaluate import evaluate_agent
+    from markindex_core.llm.models import require_llm_extra
+
+    if not args.model:
+        raise InvalidArgument(
+            "--mode agent needs --model P:M", "e.g. --model anthropic:claude-sonnet-4-5"
+        )
+    require_llm_extra()
+    return evaluate_agent(
+        lib,
+        questions,
+        model=args.model,
+        concurrency=args.concurrency,
+        rpm=args.rpm,
+        tpm=args.tpm,
+        base_url=args.base_url,
+        max_steps=args.max_steps,
+        max_evidence_lines=args.max_evidence_lines,
+    )
+
+
+def _print_agent(report: dict[str, Any]) -> None:
+    """What the agent runs cost, per set; the quality table follows."""
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    from markindex_core.text.safe import printable
+
+    table = Table(title=f"agent runs ({printable(report['model'])})")
+    for col in (
+        "set",
+        "n",
+        "req/q",
+        "in tok/q",
+        "out tok/q",
+        "steps/q",
+        "tools/q",
+        "stops",
+        "errors",
+    ):
+        table.add_column(col, justify="right" if col != "set" else "left")
+    for name, m in report["metrics"].items():
+        stops = ", ".join(f"{k} {v}" for k, v in sorted(m["stop_reasons"].items()))
+        table.add_row(
+            Text(printable(name)),
+            str(m["questions"]),
+            f"{m['requests_per_question']:.1f}",
+            f"{m['input_tokens_per_question']:,.0f}",
+            f"{m['output_tokens_per_question']:,.0f}",
+            f"{m['steps_per_question']:.1f}",
+            f"{m['tool_calls_per_question']:.1f}",
+            stops,
+            str(m["errors"]),
+        )
+    Console().print(table)

@@ -7,13 +7,13 @@ import json
 import sys
 from collections.abc import Callable, Sequence
 
-from markindex_core.cli import daemon, evaluate, index, links, mcp, search, tui
+from markindex_core.cli import daemon, evaluate, index, links, mcp, retrieve, search, tui
 from markindex_core.errors import MarkindexError
 
 EPILOG = "Every command takes --db FILE (default ROOT/.markindex/index.db) and --json."
 
 # Each module registers its sub-commands; heavy imports (mcp, textual, watchdog) wait until one runs.
-COMMAND_MODULES = (index, search, links, evaluate, mcp, daemon, tui)
+COMMAND_MODULES = (index, search, links, retrieve, evaluate, mcp, daemon, tui)
 
 
 def build_parser() -> argparse.ArgumentParser:

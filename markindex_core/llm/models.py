@@ -222,7 +222,7 @@ def estimate_request_tokens(
         if isinstance(instructions, str):
             total += estimate_tokens(instructions)
         for part in message.parts:
-            total += estimate_tokens(_part_text(part))
+            total += estimate_tokens(part_text(part))
     if params is not None:
         for tool in [*params.function_tools, *params.output_tools]:
             schema = json.dumps(tool.parameters_json_schema, ensure_ascii=False)
@@ -230,7 +230,7 @@ def estimate_request_tokens(
     return total
 
 
-def _part_text(part: Any) -> str:
+def part_text(part: Any) -> str:
     content = getattr(part, "content", None)
     if isinstance(content, str):
         return content

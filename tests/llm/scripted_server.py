@@ -217,3 +217,8 @@ def _handler_for(server: ScriptedServer) -> type[BaseHTTPRequestHandler]:
             pass  # keep test output clean; the request log is `server.requests`
 
     return Handler
+
+
+def repeat(step: Step) -> Fallback:
+    """A fallback that answers every request with `step` (e.g. a model that never stops)."""
+    return lambda _request: step

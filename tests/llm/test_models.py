@@ -12,7 +12,7 @@ from pydantic_ai import Agent
 from markindex_core.errors import InvalidArgument, ModelUnavailable
 from markindex_core.llm.limits import RateLimiter
 from markindex_core.llm.models import model_error, redact, resolve_model
-from tests.llm.scripted_server import ScriptedServer, error, reply
+from tests.llm.scripted_server import ScriptedServer, error, repeat, reply
 from tests.paths import REPO
 
 SECRET = "sk-test-0123456789abcdef-secret"
@@ -108,3 +108,28 @@ def test_the_base_import_loads_no_model_library() -> None:
         [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60
     )
     assert out.stdout.strip() == "[]", out.stderr
+
+
+def test_one_limiter_holds_under_concurrency_and_retries(server: ScriptedServer) -> None:
+    """Eight concurrent runs, some refused with 429, share a 2-requests-per-second limiter (the
+    window shrunk from 60 s to 1 s): no 1 s span of arrivals holds more than 2 requests."""
+    import asyncio
+
+    server.push(error(429, retry_after=0), reply("a"), error(503, retry_after=0))
+    server.fallback = repeat(reply("ok"))
+    limiter = RateLimiter(rpm=2, tpm=None, window=1.0)
+    model = resolve_model("openai-chat:m", base_url=server.base_url, limiter=limiter)
+    agent = Agent(model)
+
+    async def runs() -> list[str]:
+        return [r.output for r in await asyncio.gather(*(agent.run("hi") for _ in range(8)))]
+
+    outputs = asyncio.run(runs())
+    assert len(outputs) == 8
+    assert len(server.requests) == 10 == limiter.requests  # 8 answers + 2 refused attempts
+    arrivals = sorted(r.at for r in server.requests)
+    slack = 0.1  # arrival jitter after the grant
+    for i, t in enumerate(arrivals):
+        inside = [a for a in arrivals[i:] if a < t + 1.0 - slack]
+        assert len(inside) <= 2, (t, arrivals)
+    assert arrivals[-1] - arrivals[0] >= 4.0 - slack  # 10 requests at 2 per second
