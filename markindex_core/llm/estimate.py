@@ -1,9 +1,10 @@
 """What a summary run would cost, before any request: calls, estimated tokens and the price.
 
-Tokens are estimated the way the rate limiter counts them (`limits.estimate_tokens`: a CJK
-character is 1, other characters 1 per 4); a provider's tokenizer counts somewhat differently, so
-the figures are a planning aid, not a quote. The price comes from genai-prices' table when it knows
-the model (it is installed with the `llm` extra); otherwise `cost_usd` is None.
+Tokens are estimated by the rule the rate limiter counts by (a CJK character is 1, other
+characters 1 per 4; `text.tokens.estimate_tokens`, a regex, since the whole library is counted);
+a provider's tokenizer counts somewhat differently, so the figures are a planning aid, not a
+quote. The price comes from genai-prices' table when it knows the model (it is installed with the
+`llm` extra); otherwise `cost_usd` is None.
 """
 
 from __future__ import annotations

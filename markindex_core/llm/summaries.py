@@ -71,10 +71,10 @@ from markindex_core.config import (
 )
 from markindex_core.errors import InvalidArgument
 from markindex_core.llm.estimate import Estimate, estimate
-from markindex_core.llm.limits import estimate_tokens
 from markindex_core.store.outline import title_path
 from markindex_core.store.rows import DocumentRow, NodeRow
 from markindex_core.store.summaries import CachedSummary, cached_texts, write_summaries
+from markindex_core.text.tokens import estimate_tokens  # the limiter's rule, as a fast regex
 
 if TYPE_CHECKING:
     from markindex_core.index.indexer import IndexReport
