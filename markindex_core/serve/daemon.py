@@ -245,6 +245,7 @@ class Daemon:
         self._reopen = threading.Event()  # reopen the writer store before the next reconcile
         self._stopper: threading.Thread | None = None
         self._tidied_for: float | None = None
+        self._catching_up: asyncio.Future[None] | None = None  # a slice of summaries, if any
         self._published_at = 0.0
         self._status_lock = threading.Lock()
         self._status: dict[str, Any] = {
@@ -551,13 +552,17 @@ class Daemon:
 
     async def _catch_up_when_idle(self) -> None:
         """Summaries left over by a time-sliced run are asked for once writes pause, one slice
-        at a time on the writer thread, so a file event waits at most one slice."""
+        at a time on the writer thread, so a file event waits at most one slice. Not awaited:
+        the guard keeps its heartbeat meanwhile."""
         if not getattr(self.after_write, "pending", False) or self._indexer is None:
+            return
+        if self._catching_up is not None and not self._catching_up.done():
             return
         last = self._get("last_reconcile_at")
         if self._get("busy") or not last or time.time() - last < DAEMON_TIDY_IDLE_S:
             return
-        await asyncio.get_running_loop().run_in_executor(self._writer, self._catch_up)
+        loop = asyncio.get_running_loop()
+        self._catching_up = loop.run_in_executor(self._writer, self._catch_up)
 
     def _catch_up(self) -> None:
         hook, store = self.after_write, self._store
@@ -567,7 +572,7 @@ class Daemon:
             hook(store, IndexReport(), self._progress)
         except _Stopping:
             pass
-        except (apsw.Error, OSError) as exc:  # the next reconcile reports a lasting problem
+        except Exception as exc:  # the next reconcile reports a lasting problem
             log.debug("summaries could not be written: %s", exc)
 
     def _tidy(self) -> None:

@@ -6,13 +6,14 @@ from pathlib import Path
 
 from rich.console import Console
 
+from markindex_core.index.indexer import IndexReport
 from markindex_core.library import Library
 from markindex_core.llm.summaries import Summarizer, SummarySettings
 from markindex_core.store.db import Store
 from markindex_core.store.summaries import write_summaries
 from markindex_tui.data import Ref, preview
 from markindex_tui.widgets.doc_info import render_info
-from tests.llm.scripted_server import ScriptedServer
+from tests.llm.scripted_server import ScriptedServer, reply
 from tests.llm.summary_library import write_library
 from tests.llm.test_summaries import MODEL, PLANNED, answer
 
@@ -60,4 +61,33 @@ def test_the_terminal_app_preview_shows_a_nodes_summary_escaped(tmp_path: Path) 
         other = preview(lib, Ref("node", "guide.md", "nope", 1, 2), None)
         assert other.summary is None
     finally:
+        lib.close()
+
+
+def test_a_time_slice_leaves_the_rest_pending_for_the_next_call(
+    tmp_path: Path, server: ScriptedServer
+) -> None:
+    """How the daemon keeps its writer free: each call asks for at most one slice's worth."""
+    write_library(tmp_path / "lib")
+    server.fallback = lambda req: reply("A summary.", delay_s=0.3)
+    lib = Library(tmp_path / "lib")
+    settings = SummarySettings(MODEL, base_url=server.base_url, concurrency=1)
+    hook = Summarizer(settings, slice_seconds=1.0)
+    try:
+        first = lib.index(after_write=hook).summaries
+        assert first is not None and first["deferred"] > 0 and hook.pending
+        assert first["written"] + first["deferred"] == PLANNED
+        calls = 1
+        store = Store(lib.db_path)
+        try:
+            while hook.pending:  # what the daemon does when writes pause
+                hook(store, IndexReport(), None)
+                calls += 1
+                assert calls <= PLANNED
+        finally:
+            store.close()
+        assert hook.last is not None and hook.last.deferred == 0 and calls > 1
+        assert len(server.requests) == PLANNED  # nothing was asked twice
+    finally:
+        hook.close()
         lib.close()
