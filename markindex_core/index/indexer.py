@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from markindex_core.config import (
     BATCH_BYTES,
@@ -81,7 +82,7 @@ class IndexReport:
     errors: list[tuple[str, str]] = field(default_factory=list)
     full_rebuild: str | None = None
     seconds: float = 0.0
-    summaries: dict[str, object] | None = None  # set by a summary hook (llm/summaries.py)
+    summaries: dict[str, Any] | None = None  # set by a summary hook (llm/summaries.py)
 
     @property
     def changed(self) -> bool:
