@@ -282,11 +282,11 @@ async def retrieve_async(
         raise InvalidArgument("the question is empty", "ask something")
     if max_steps < 1:
         raise InvalidArgument("--max-steps must be at least 1", f"got {max_steps}")
-    if not lib.store.has_documents():  # a missing index raises here, before any model request
-        raise InvalidArgument("the index has no documents", "run `markindex index ROOT` first")
     if limiter is None:
         limiter = RateLimiter(rpm, tpm)
     resolved = resolve_model(model, base_url, limiter=limiter) if isinstance(model, str) else model
+    if not lib.store.has_documents():  # a missing index raises here, before any model request
+        raise InvalidArgument("the index has no documents", "run `markindex index ROOT` first")
     spec = model if isinstance(model, str) else getattr(model, "model_name", "")
     run = _Run()
     agent = build_agent(lib, resolved, run)

@@ -139,8 +139,10 @@ def _make_provider(name: str, known: _Provider | None, base_url: str | None) -> 
     kwargs: dict[str, Any] = {}
     if base_url:
         kwargs["base_url"] = base_url
-        if known is not None and known.keys and not any(os.environ.get(k) for k in known.keys):
-            kwargs["api_key"] = _LOCAL_KEY
+    env_base = os.environ.get(known.base_env) if known and known.base_env else None
+    keyless = known is not None and not any(os.environ.get(k) for k in known.keys)
+    if known and known.keys and keyless and (base_url or env_base):  # a local server: no key
+        kwargs["api_key"] = _LOCAL_KEY
     try:
         return cls(**kwargs)
     except (UserError, TypeError, ValueError) as exc:
