@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 # Bump when the meaning of stored data changes: the next run rebuilds every document.
 FORMAT_VERSION = 4
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3  # 3: the summary cache table (added in place to a version 2 index)
 
 INDEX_DIR_NAME = ".markindex"
 DB_FILE_NAME = "index.db"
@@ -157,6 +157,22 @@ DAEMON_RETRY_S = (1.0, 30.0)  # back-off after a failed reconcile: first, maximu
 DAEMON_ERRORS_KEPT = 20  # recent errors kept in the status file
 STATUS_FILE_SUFFIX = ".daemon.json"  # beside the index: ROOT/.markindex/index.db.daemon.json
 DAEMON_QUIET_MS_MAX = 60_000  # largest --quiet-ms accepted
+
+# ----- Summaries and descriptions written by a model (llm/summaries.py, the `llm` extra) ----------
+SUMMARY_PROMPT_VERSION = "1"  # part of every cache key: a new prompt pays for new summaries
+SUMMARY_MIN_TOKENS = 400  # a node whose whole subtree has fewer tokens is read, not summarized
+SUMMARY_INPUT_TOKENS = 3000  # a node's own text sent for its summary, at most (cut at a line)
+SUMMARY_CHILD_TITLES = 30  # sub-section titles listed in a node's request, at most
+DESCRIPTION_INPUT_TOKENS = 2000  # a document's opening text sent for its description, at most
+DESCRIPTION_OUTLINE_TITLES = 40  # top-level section titles listed in a description request
+SUMMARY_MAX_OUTPUT_TOKENS = 200  # the answer's limit sent with each request
+SUMMARY_OUTPUT_TOKENS_ESTIMATE = 90  # expected answer, for --estimate (60 words or 120 字)
+SUMMARY_MAX_CHARS = 1000  # a longer answer is cut (at a sentence end where one is near)
+SUMMARY_CONCURRENCY = 8  # requests in flight at once
+SUMMARY_COMMIT_EVERY = 16  # finished summaries written per transaction (a killed run keeps them)
+SUMMARY_COMMIT_SECONDS = 5.0  # … or this often, whichever comes first
+SUMMARY_ERRORS_SHOWN = 5  # distinct failure messages kept in the index report
+DAEMON_SUMMARY_SLICE_S = 10.0  # the daemon asks for summaries this long at a time, then writes on
 
 # ----- Command line (cli/) -----------------------------------------------------------------------
 CLI_PROGRESS_PATH_CHARS = 60  # tail of the current file's path shown beside the progress bar

@@ -23,7 +23,7 @@ from markindex_core.store.files import file_id, os_error, remove_db_files, write
 from markindex_core.tools.contract import call_tool
 
 if TYPE_CHECKING:  # the indexer (markdown-it, multiprocessing) loads only when indexing
-    from markindex_core.index.indexer import IndexReport, Progress
+    from markindex_core.index.indexer import AfterWrite, IndexReport, Progress
     from markindex_core.llm.agent import RetrieveResult
 
 
@@ -123,10 +123,14 @@ class Library:
         setext: bool | None = None,
         progress: Progress | None = None,
         workers: int | None = None,
+        after_write: AfterWrite | None = None,
     ) -> IndexReport:
-        """Bring the index in line with the folder (incremental). Fails fast if another writer runs."""
+        """Bring the index in line with the folder (incremental). Fails fast if another writer runs.
+
+        `after_write` runs once the documents are written, under the same lock: e.g.
+        `markindex_core.llm.summaries.Summarizer(SummarySettings("openai:gpt-4o-mini"))`."""
         try:
-            return self._index(ignore, setext, progress, workers)
+            return self._index(ignore, setext, progress, workers, after_write)
         finally:
             self._build_pending.clear()
 
@@ -136,6 +140,7 @@ class Library:
         setext: bool | None,
         progress: Progress | None,
         workers: int | None,
+        after_write: AfterWrite | None = None,
     ) -> IndexReport:
         from markindex_core.index.indexer import Indexer, open_for_writing
 
@@ -147,9 +152,15 @@ class Library:
             raise os_error(exc, self.db_path) from None
         done = False
         try:
-            report = Indexer(self.root, store, ignore=ignore, setext=setext, workers=workers).run(
-                progress
+            indexer = Indexer(
+                self.root,
+                store,
+                ignore=ignore,
+                setext=setext,
+                workers=workers,
+                after_write=after_write,
             )
+            report = indexer.run(progress)
             done = True
             return report
         except (apsw.Error, OSError) as exc:

@@ -129,6 +129,7 @@ class Preview:
     title: str = ""
     documents: int = 0  # folders: documents below
     folder: FolderPage | None = None  # folders: the first page of their own documents
+    summary: str | None = None  # nodes: the model-written summary, when the index has one
 
     @property
     def cut(self) -> bool:
@@ -188,6 +189,7 @@ def preview(
     if info is None:
         return Preview(ref, None)
     doc = info.doc
+    summary = None
     if ref.kind == "document":
         start, end, title = 1, int(doc["line_count"]), str(doc["title"])
     else:
@@ -195,12 +197,13 @@ def preview(
         if node is None:
             return Preview(ref, info)
         start, end, title = node["start_line"], node["subtree_end"], str(node["title"] or "")
+        summary = node["summary"]
     first = start
     if focus is not None and focus[1] > start + max_lines - 1:
         first = max(start, focus[0] - 10)
     last = min(end, first + max_lines - 1)
     lines = lib.store.read_lines(doc["id"], first, last)
-    return Preview(ref, info, first, lines, end, title)
+    return Preview(ref, info, first, lines, end, title, summary=summary)
 
 
 def folder_page(

@@ -13,9 +13,11 @@ from markindex_core.cli.common import (
     emit_json,
     open_library,
 )
+from markindex_core.cli.index import add_summary_options
 from markindex_core.config import (
     DAEMON_QUIET_MS,
     DAEMON_QUIET_MS_MAX,
+    DAEMON_SUMMARY_SLICE_S,
     STATUS_ERRORS_SHOWN,
     STATUS_SKIPPED_SHOWN,
 )
@@ -54,6 +56,7 @@ def register(sub: Subparsers) -> None:
         help="only keep the index live (no MCP on stdio; stops on SIGTERM/SIGINT)",
     )
     p.add_argument("-v", "--verbose", action="store_true", help="log every skipped file")
+    add_summary_options(p)
     p.set_defaults(func=cmd_daemon)
 
     p = sub.add_parser(
@@ -79,6 +82,11 @@ def cmd_daemon(args: argparse.Namespace) -> int:
     for pattern in args.ignore:
         normalize_ignore_pattern(pattern)  # reject bad patterns before anything starts
     lib = open_library(args)
+    hook = None
+    if args.summary_model is not None:  # never a model request unless asked for
+        from markindex_core.cli.index import summarizer_from_args
+
+        hook = summarizer_from_args(args, slice_seconds=DAEMON_SUMMARY_SLICE_S)
     run_daemon(
         lib,
         ignore=args.ignore,
@@ -86,6 +94,7 @@ def cmd_daemon(args: argparse.Namespace) -> int:
         poll=args.poll,
         quiet_ms=args.quiet_ms,
         serve_mcp=args.mcp,
+        after_write=hook,
     )
     return 0
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from markindex_core.cli.common import (
     Subparsers,
@@ -12,7 +12,12 @@ from markindex_core.cli.common import (
     emit_json,
     open_library,
 )
-from markindex_core.config import CLI_PROGRESS_PATH_CHARS
+from markindex_core.config import CLI_PROGRESS_PATH_CHARS, SUMMARY_CONCURRENCY
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from markindex_core.llm.summaries import Summarizer
 
 
 def register(sub: Subparsers) -> None:
@@ -24,13 +29,20 @@ def register(sub: Subparsers) -> None:
     )
     add_library_args(p)
     add_indexing_options(p)
+    add_summary_options(p)
+    p.add_argument(
+        "--estimate",
+        action="store_true",
+        help="with --summary-model: index, then print the requests, estimated tokens and cost "
+        "the summaries still need, without making any request",
+    )
     p.set_defaults(func=cmd_index)
 
     p = sub.add_parser(
         "tree",
         help="print a document's section outline",
         description="Print the optimized section tree of one document: node ids, "
-        "kinds, titles, line ranges and tokens.",
+        "kinds, titles, line ranges and tokens, and summaries where a model wrote them.",
     )
     add_library_args(p)
     p.add_argument("doc", metavar="DOC", help="document path relative to ROOT")
@@ -38,12 +50,85 @@ def register(sub: Subparsers) -> None:
     p.set_defaults(func=cmd_tree)
 
 
-def cmd_index(args: argparse.Namespace) -> int:
+def add_summary_options(p: argparse.ArgumentParser) -> None:
+    """--summary-model and its limits (the `llm` extra), for commands that write the index."""
+    g = p.add_argument_group("summaries (needs the llm extra: pip install 'markindex[llm]')")
+    g.add_argument(
+        "--summary-model",
+        metavar="P:M",
+        help="write section summaries and document descriptions with this model, e.g. "
+        "openai:gpt-4o-mini, anthropic:claude-3-5-haiku-latest, openai-chat:NAME --base-url URL "
+        "(cached in the index: an unchanged section is never asked for twice)",
+    )
+    g.add_argument(
+        "--base-url",
+        metavar="URL",
+        help="the model server (overrides OPENAI_BASE_URL, OLLAMA_BASE_URL, …), e.g. a local "
+        "vLLM, llama.cpp, Ollama or LiteLLM server",
+    )
+    g.add_argument(
+        "--summary-rpm", type=int, metavar="N", help="at most N requests in any 60 s window"
+    )
+    g.add_argument(
+        "--summary-tpm",
+        type=int,
+        metavar="N",
+        help="at most N estimated input tokens in any 60 s window",
+    )
+    g.add_argument(
+        "--summary-concurrency",
+        type=int,
+        default=SUMMARY_CONCURRENCY,
+        metavar="N",
+        help=f"requests in flight at once (default {SUMMARY_CONCURRENCY})",
+    )
 
+
+def summarizer_from_args(
+    args: argparse.Namespace, *, estimate: bool = False, slice_seconds: float | None = None
+) -> Summarizer | None:
+    """The summary hook the options ask for (None without --summary-model); fails before any
+    indexing when the extra or a key is missing."""
+    from markindex_core.errors import InvalidArgument
+
+    if args.summary_model is None:
+        given = [
+            name
+            for name, value in (
+                ("--estimate", estimate),
+                ("--base-url", args.base_url),
+                ("--summary-rpm", args.summary_rpm),
+                ("--summary-tpm", args.summary_tpm),
+            )
+            if value
+        ]
+        if given:
+            raise InvalidArgument(
+                f"{given[0]} needs --summary-model", "e.g. --summary-model openai:gpt-4o-mini"
+            )
+        return None
+    from markindex_core.llm.summaries import Summarizer, SummarySettings
+
+    settings = SummarySettings(
+        model=args.summary_model,
+        base_url=args.base_url,
+        rpm=args.summary_rpm,
+        tpm=args.summary_tpm,
+        concurrency=args.summary_concurrency,
+    )
+    return Summarizer(settings, estimate_only=estimate, slice_seconds=slice_seconds)
+
+
+def cmd_index(args: argparse.Namespace) -> int:
     lib = open_library(args)
+    hook = summarizer_from_args(args, estimate=args.estimate)
     if args.json:
-        report = lib.index(ignore=args.ignore, setext=args.setext)
-        emit_json(report.to_json())
+        report = lib.index(ignore=args.ignore, setext=args.setext, after_write=hook)
+        if hook is not None and hook.estimate_only:
+            assert hook.last is not None and hook.last.estimate is not None
+            emit_json(hook.last.estimate.to_json())
+        else:
+            emit_json(report.to_json())
         return 0
     from rich.console import Console
     from rich.markup import escape
@@ -71,7 +156,9 @@ def cmd_index(args: argparse.Namespace) -> int:
                 description=escape(printable(path[-CLI_PROGRESS_PATH_CHARS:])),
             )
 
-        report = lib.index(ignore=args.ignore, setext=args.setext, progress=progress)
+        report = lib.index(
+            ignore=args.ignore, setext=args.setext, progress=progress, after_write=hook
+        )
     out = Console()
     if report.full_rebuild:
         out.print(f"full rebuild: {printable(report.full_rebuild)}", markup=False)
@@ -88,7 +175,38 @@ def cmd_index(args: argparse.Namespace) -> int:
         highlight=False,
         markup=False,
     )
+    if hook is not None:
+        _print_summaries(out, err, hook)
     return 0
+
+
+def _print_summaries(out: Console, err: Console, hook: Summarizer) -> None:
+    from markindex_core.text.safe import printable
+
+    run = hook.last
+    if run is None:
+        return
+    model = printable(run.model)
+    if run.estimate is not None:
+        e = run.estimate
+        cost = f"${e.cost_usd:,.4f}" if e.cost_usd is not None else "cost unknown (no price known)"
+        out.print(
+            f"estimate for {model}: {e.calls:,} requests, {e.input_tokens:,} input tokens, "
+            f"{e.output_tokens:,} output tokens (estimated), {cost}; "
+            f"{run.from_cache:,} written from the cache, no request made",
+            markup=False,
+            highlight=False,
+        )
+        return
+    for message in run.error_messages:
+        err.print(f"summary error: {printable(message)}", markup=False, highlight=False)
+    out.print(
+        f"summaries by {model}: {run.planned:,} needed, {run.from_cache:,} from the cache, "
+        f"{run.requests:,} requests, {run.written:,} written, {run.errors:,} errors "
+        f"in {run.seconds:.2f}s",
+        markup=False,
+        highlight=False,
+    )
 
 
 def cmd_tree(args: argparse.Namespace) -> int:
@@ -135,6 +253,8 @@ def cmd_tree(args: argparse.Namespace) -> int:
                 label += f" [dim]+{len(e['key_items'])} merged[/]"
             if e.get("children_count"):
                 label += f" [dim]… {e['children_count']} more[/]"
+            if e.get("summary"):  # model-written: untrusted text like the document's own
+                label += f"\n[dim italic]{safe(e['summary'])}[/]"
             add(parent.add(label), e.get("children", []))
 
     add(tree, outline)

@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from markindex_core.config import (
     BATCH_BYTES,
@@ -65,6 +66,9 @@ from markindex_core.store.rebuild import rebuild_beside
 from markindex_core.text import segment
 
 Progress = Callable[[int, int, str], None]
+# Runs after every run's documents are written (e.g. model summaries, see llm/summaries.py), with
+# the writer store, the run's report (which it may add to) and the run's progress callback.
+AfterWrite = Callable[[Store, "IndexReport", Progress | None], None]
 
 
 @dataclass
@@ -78,6 +82,7 @@ class IndexReport:
     errors: list[tuple[str, str]] = field(default_factory=list)
     full_rebuild: str | None = None
     seconds: float = 0.0
+    summaries: dict[str, Any] | None = None  # set by a summary hook (llm/summaries.py)
 
     @property
     def changed(self) -> bool:
@@ -94,7 +99,14 @@ class IndexReport:
             "errors": [{"path": p, "error": e} for p, e in self.errors],
             "full_rebuild": self.full_rebuild,
             "seconds": round(self.seconds, 3),
+            **self._summary_json(),
         }
+
+    def _summary_json(self) -> dict[str, object]:
+        """Only runs that asked for summaries report them (the model-free report is unchanged)."""
+        if self.summaries is None:
+            return {}
+        return {"summaries": self.summaries, "summary_errors": self.summaries.get("errors", 0)}
 
 
 def fingerprint(params: TreeParams) -> str:
@@ -119,8 +131,10 @@ class Indexer:
         workers: int | None = None,
         start_method: StartMethod = "forkserver",
         parse_timeout: float = PARSE_TIMEOUT_S,
+        after_write: AfterWrite | None = None,
     ) -> None:
         self.root = root
+        self.after_write = after_write
         self.store = store
         self.ignore = list(ignore or [])
         stored = store.get_meta("setext")
@@ -143,11 +157,14 @@ class Indexer:
         fp = fingerprint(self.params)
         old_fp = self.store.get_meta("fingerprint")
         if old_fp is None or old_fp == fp:
-            return self._run(fp, old_fp, progress, paths, set())
-        rebuilt = set(self.store.doc_states())  # reported as updated, not added
-        with rebuild_beside(self.store):
-            report = self._run(fp, old_fp, progress, None, rebuilt)
-        report.full_rebuild = _why(old_fp, fp)
+            report = self._run(fp, old_fp, progress, paths, set())
+        else:
+            rebuilt = set(self.store.doc_states())  # reported as updated, not added
+            with rebuild_beside(self.store):
+                report = self._run(fp, old_fp, progress, None, rebuilt)
+            report.full_rebuild = _why(old_fp, fp)
+        if self.after_write is not None:  # the trees are committed: a failure here loses none
+            self.after_write(self.store, report, progress)
         return report
 
     def _run(

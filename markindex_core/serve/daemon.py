@@ -67,7 +67,7 @@ from markindex_core.config import (
     DAEMON_TIDY_IDLE_S,
 )
 from markindex_core.errors import MarkindexError
-from markindex_core.index.indexer import Indexer, IndexReport
+from markindex_core.index.indexer import AfterWrite, Indexer, IndexReport
 from markindex_core.index.scan import path_problem
 from markindex_core.library import Library
 from markindex_core.serve.status import read_status, write_status_file, writer_lock_state
@@ -217,8 +217,12 @@ class Daemon:
         poll: bool = False,
         quiet_ms: int | None = None,
         max_wait_ms: int | None = None,
+        after_write: AfterWrite | None = None,
     ) -> None:
         self.lib = lib
+        # e.g. model summaries (`--summary-model`): none unless asked for, so by default the
+        # daemon never makes a network request.
+        self.after_write = after_write
         self.ignore = list(ignore or [])
         self.setext = setext
         self.poll = poll
@@ -241,6 +245,7 @@ class Daemon:
         self._reopen = threading.Event()  # reopen the writer store before the next reconcile
         self._stopper: threading.Thread | None = None
         self._tidied_for: float | None = None
+        self._catching_up: asyncio.Future[None] | None = None  # a slice of summaries, if any
         self._published_at = 0.0
         self._status_lock = threading.Lock()
         self._status: dict[str, Any] = {
@@ -499,6 +504,7 @@ class Daemon:
             if time.monotonic() - self._published_at >= DAEMON_HEARTBEAT_S:
                 self._publish()
             await self._tidy_when_idle()
+            await self._catch_up_when_idle()
 
     def _lost_reason(self) -> str | None:
         """Why the running session no longer holds what it opened, or None while all is well."""
@@ -543,6 +549,31 @@ class Daemon:
             return
         self._tidied_for = last
         await asyncio.get_running_loop().run_in_executor(self._writer, self._tidy)
+
+    async def _catch_up_when_idle(self) -> None:
+        """Summaries left over by a time-sliced run are asked for once writes pause, one slice
+        at a time on the writer thread, so a file event waits at most one slice. Not awaited:
+        the guard keeps its heartbeat meanwhile."""
+        if not getattr(self.after_write, "pending", False) or self._indexer is None:
+            return
+        if self._catching_up is not None and not self._catching_up.done():
+            return
+        last = self._get("last_reconcile_at")
+        if self._get("busy") or not last or time.time() - last < DAEMON_TIDY_IDLE_S:
+            return
+        loop = asyncio.get_running_loop()
+        self._catching_up = loop.run_in_executor(self._writer, self._catch_up)
+
+    def _catch_up(self) -> None:
+        hook, store = self.after_write, self._store
+        if hook is None or store is None:
+            return
+        try:
+            hook(store, IndexReport(), self._progress)
+        except _Stopping:
+            pass
+        except Exception as exc:  # the next reconcile reports a lasting problem
+            log.debug("summaries could not be written: %s", exc)
 
     def _tidy(self) -> None:
         """Optional housekeeping: a failure (e.g. a full disk) leaves the index as it was."""
@@ -606,7 +637,11 @@ class Daemon:
     def _open_writer(self) -> None:
         self._store = _LiveStore(self.lib.db_path)
         self._indexer = _LiveIndexer(
-            self.lib.root, self._store, ignore=self.ignore, setext=self.setext
+            self.lib.root,
+            self._store,
+            ignore=self.ignore,
+            setext=self.setext,
+            after_write=self.after_write,
         )
         # This process has threads (watchdog, MCP, the loop): a forked parse worker could inherit
         # a lock some other thread held and hang. Workers come from a clean fork server instead,
@@ -799,6 +834,7 @@ def run_daemon(
     poll: bool = False,
     quiet_ms: int | None = None,
     serve_mcp: bool = True,
+    after_write: AfterWrite | None = None,
 ) -> None:
     """Run the live index until SIGTERM/SIGINT (or, when serving MCP, until stdin closes).
 
@@ -806,7 +842,9 @@ def run_daemon(
     in the writer thread, so tool calls are answered while it works. Raises `DaemonStopped`
     when the daemon had to give up (the caller prints it and exits non-zero).
     """
-    daemon = Daemon(lib, ignore=ignore, setext=setext, poll=poll, quiet_ms=quiet_ms)
+    daemon = Daemon(
+        lib, ignore=ignore, setext=setext, poll=poll, quiet_ms=quiet_ms, after_write=after_write
+    )
 
     async def live() -> None:
         # The MCP server logs a failed background job and serves on; the daemon's own

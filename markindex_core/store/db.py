@@ -94,6 +94,18 @@ INSERT INTO node_fts(node_fts, rank) VALUES('hashsize', 16777216);
 INSERT INTO passage_fts(passage_fts, rank) VALUES('hashsize', 16777216);
 """
 
+# Summaries a model wrote, by cache key (see llm/summaries.py). Not part of the documents: a full
+# rebuild copies it into the new file and a schema change keeps it, so nothing is paid for twice.
+SUMMARY_CACHE_TABLE = "summary_cache"
+_SUMMARY_CACHE = f"""
+CREATE TABLE IF NOT EXISTS {SUMMARY_CACHE_TABLE}(
+    key TEXT PRIMARY KEY,
+    model TEXT NOT NULL,
+    text TEXT NOT NULL,
+    created_at REAL NOT NULL
+);
+"""
+
 
 @dataclass(frozen=True)
 class DocState:
@@ -158,18 +170,25 @@ def _migrate(conn: apsw.Connection) -> None:
     if version == SCHEMA_VERSION:
         return
     with conn:
+        if version == 2:  # the same layout without the summary cache: add it in place
+            conn.execute(_SUMMARY_CACHE)
+            conn.pragma("user_version", SCHEMA_VERSION)
+            return
         if version not in (0, SCHEMA_VERSION):
-            # Older layouts are rebuilt from the files: drop everything we own.
+            # Older layouts are rebuilt from the files: drop everything we own but the summary
+            # cache (summaries cost money; its rows stay valid across layouts).
             names = [
                 r[0]
                 for r in conn.execute(
                     "SELECT name FROM sqlite_schema WHERE type IN ('table','view') "
-                    "AND name NOT LIKE 'sqlite_%' AND name NOT LIKE '%fts_%'"
+                    "AND name NOT LIKE 'sqlite_%' AND name NOT LIKE '%fts_%' AND name != ?",
+                    (SUMMARY_CACHE_TABLE,),
                 )
             ]
             for name in names:
                 conn.execute(f'DROP TABLE IF EXISTS "{name}"')
         conn.execute(_SCHEMA)
+        conn.execute(_SUMMARY_CACHE)
         conn.pragma("user_version", SCHEMA_VERSION)
 
 

@@ -10,7 +10,7 @@ new file would be replayed into it. So the new file is checkpointed and closed b
 connection (SQLite then deletes its -wal and -shm), the old file is checkpointed, and the old side
 files are removed before the rename. A crash at any point leaves the old index (the rename is
 atomic) and a stale `.rebuild` file, which the next rebuild deletes before it starts. The caller holds
-the writer lock throughout.
+the writer lock throughout. The new file starts with the old file's summary cache.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import apsw
 
 from markindex_core.store.db import Store, connect
 from markindex_core.store.files import fsync_dir, rebuild_path, remove_db_files
+from markindex_core.store.summaries import copy_cache
 
 _OLD_CHECKPOINT_WAIT_MS = 1_000  # readers of the old index may delay its last checkpoint this long
 
@@ -38,6 +39,7 @@ def rebuild_beside(store: Store) -> Iterator[None]:
     old_conn = store.conn
     store.conn = connect(fresh)
     try:
+        copy_cache(old_conn, store.conn)  # summaries are paid for: the new file keeps them
         yield
     except BaseException:
         store.conn.close()

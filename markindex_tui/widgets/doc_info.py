@@ -49,12 +49,7 @@ def render_info(p: Preview) -> RenderableType:
     grid.add_column(style="dim", no_wrap=True)
     grid.add_column(overflow="fold")
     if ref.kind == "node":
-        head = Text.assemble(
-            (printable(p.title) or "(untitled)", "bold"), (f"  L{ref.start}-{ref.end}", "dim")
-        )
-        if p.cut:
-            head.append(f"  showing L{p.start}-{p.start + len(p.lines) - 1}", style="italic")
-        grid.add_row("§", head)
+        _node_rows(grid, p)
     grid.add_row("path", Text(printable(str(doc["path"])), style="bold"))
     grid.add_row("title", Text(printable(str(doc["title"]))))
     size = (
@@ -79,6 +74,19 @@ def render_info(p: Preview) -> RenderableType:
     for w in doc["warnings"]:
         grid.add_row(Text("warning", style="bold"), Text(printable(str(w))))
     return grid
+
+
+def _node_rows(grid: Table, p: Preview) -> None:
+    """The section's title and range, and its summary when a model wrote one."""
+    ref = p.ref
+    head = Text.assemble(
+        (printable(p.title) or "(untitled)", "bold"), (f"  L{ref.start}-{ref.end}", "dim")
+    )
+    if p.cut:
+        head.append(f"  showing L{p.start}-{p.start + len(p.lines) - 1}", style="italic")
+    grid.add_row("§", head)
+    if p.summary:  # written by a model from untrusted text: escaped like the text itself
+        grid.add_row("summary", Text(printable(p.summary), style="italic"))
 
 
 def _line(text: str) -> Text:
