@@ -8,7 +8,9 @@ snapshots while the writer works.
 
 from __future__ import annotations
 
+import glob
 import json
+import os
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -21,7 +23,13 @@ import apsw.bestpractice
 from markindex_core.config import BUSY_TIMEOUT_MS, LINE_BLOCK_SIZE, SCHEMA_VERSION
 from markindex_core.errors import IndexMissing, MarkindexError
 from markindex_core.model import ParsedDocument
-from markindex_core.store.files import open_error, read_only_file
+from markindex_core.store.files import (
+    fsync_dir,
+    open_error,
+    os_error,
+    read_only_file,
+    remove_db_files,
+)
 from markindex_core.store.rows import DocumentRow, LinkRow, NodeRow, named_rows
 from markindex_core.text.segment import FTS_TOKENCHARS
 
@@ -124,11 +132,9 @@ def connect(db_path: Path, *, readonly: bool = False) -> apsw.Connection:
         raise IndexMissing(
             f"no index at {db_path}", "run `markindex index ROOT` first (or pass --db FILE)"
         )
-    flags = (
-        apsw.SQLITE_OPEN_READONLY
-        if readonly
-        else apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE
-    )
+    if not readonly and not db_path.exists():
+        _create(db_path)
+    flags = apsw.SQLITE_OPEN_READONLY if readonly else apsw.SQLITE_OPEN_READWRITE
     conn: apsw.Connection | None = None
     try:
         conn = apsw.Connection(str(db_path), flags=flags)
@@ -143,6 +149,51 @@ def connect(db_path: Path, *, readonly: bool = False) -> apsw.Connection:
             conn.close()
         raise
     return conn
+
+
+def _create(db_path: Path) -> None:
+    """Create a new index whole, under a private name, and link it into place.
+
+    Creating the file in place would leave, if the writer were killed in its first instant, a
+    file with a rollback journal that only a writer can undo: every reader would fail until then.
+    Made aside and linked (never replacing a file another writer linked first), the index either
+    does not exist yet or opens with its whole schema."""
+    for stale in db_path.parent.glob(f"{glob.escape(db_path.name)}.new-*"):  # left by a killed creator
+        pid = stale.name.rpartition("-")[2]
+        if pid.isdigit() and not _alive(int(pid)):
+            remove_db_files(stale)
+    tmp = db_path.with_name(f"{db_path.name}.new-{os.getpid()}")
+    remove_db_files(tmp)
+    conn: apsw.Connection | None = None
+    try:
+        conn = apsw.Connection(str(tmp), flags=apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE)
+        _prepare(conn, tmp, readonly=False)
+        conn.close()  # the only connection: SQLite folds and deletes the -wal and -shm
+        conn = None
+        try:
+            os.link(tmp, db_path)
+        except FileExistsError:  # another writer created it first: use theirs
+            pass
+        fsync_dir(db_path.parent)
+    except apsw.Error as exc:
+        errno_ = conn.system_errno if conn is not None else 0
+        raise open_error(exc, db_path, readonly=False, errno_=errno_) from None
+    except OSError as exc:
+        raise os_error(exc, db_path) from None
+    finally:
+        if conn is not None:
+            conn.close()
+        remove_db_files(tmp)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # alive, another user's
+        return True
+    return True
 
 
 def _prepare(conn: apsw.Connection, db_path: Path, readonly: bool) -> None:

@@ -164,6 +164,11 @@ def open_error(exc: apsw.Error, path: Path, *, readonly: bool, errno_: int = 0) 
             return denied
         if not readonly and isinstance(exc, apsw.ReadOnlyError):
             return read_only_file(path)
+        if readonly and isinstance(exc, apsw.ReadOnlyError) and _hot_journal(path):
+            return IndexUnusable(
+                f"the index {path} was left half-written by a writer that stopped",
+                "run `markindex index ROOT` once: the next writer rolls it back and goes on",
+            )
     if isinstance(exc, (apsw.CorruptError, apsw.NotADBError)):
         return IndexUnusable(
             f"the index {path} is damaged or not a markindex index: {exc}",
@@ -172,6 +177,15 @@ def open_error(exc: apsw.Error, path: Path, *, readonly: bool, errno_: int = 0) 
     return MarkindexError(
         f"cannot use the index {path}: {exc}", "check the file, its folder and the disk"
     )
+
+
+def _hot_journal(path: Path) -> bool:
+    """A rollback journal beside the index: a writer died mid-transaction; only a writer undoes it."""
+    journal = path.with_name(path.name + "-journal")
+    try:
+        return journal.stat().st_size > 0
+    except OSError:
+        return False
 
 
 def write_error(exc: apsw.Error | OSError, path: Path, errno_: int = 0) -> MarkindexError:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from markindex_core.errors import IndexMissing
+from markindex_core.errors import IndexMissing, MarkindexError
 from markindex_core.store.db import Store
 
 from .helpers import REPO_ROOT, check_store_consistent, index_fingerprint, make_library, write
@@ -93,6 +93,57 @@ def test_sigkill_at_random_moments_never_corrupts_and_converges(tmp_path: Path) 
     subprocess.run(index_cmd(root, fresh), cwd=REPO_ROOT, check=True, capture_output=True)
     assert index_fingerprint(db) == index_fingerprint(fresh)
     assert check_store_consistent(db) == 80
+
+
+def test_a_writer_killed_while_creating_the_index_never_blocks_readers(tmp_path: Path) -> None:
+    """Killed in its first instants, a writer leaves no index or a whole one, never one that only a
+    writer could open (a new file's rollback journal)."""
+    root = make_library(tmp_path / "lib", 5)
+    db = tmp_path / "db" / "index.db"
+    db.parent.mkdir()
+    rng = random.Random(20261130)
+    outcomes: set[str] = set()
+    for _ in range(12):
+        for f in db.parent.iterdir():
+            f.unlink()
+        proc = subprocess.Popen(index_cmd(root, db), cwd=REPO_ROOT, stdout=subprocess.DEVNULL)
+        time.sleep(rng.uniform(0.05, 0.6))
+        proc.kill()
+        proc.wait()
+        try:
+            Store(db, readonly=True).close()
+            outcomes.add("opens")
+        except IndexMissing as exc:  # not created yet, or created without documents
+            assert "markindex index" in exc.hint
+            outcomes.add("missing")
+        leftovers = [f.name for f in db.parent.iterdir() if ".new-" in f.name]
+        assert not leftovers or proc.returncode != 0
+    done = subprocess.run(index_cmd(root, db), cwd=REPO_ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert not [f for f in db.parent.iterdir() if ".new-" in f.name], "stale creation files kept"
+    print(outcomes)
+
+
+def test_a_half_written_index_says_a_writer_will_roll_it_back(tmp_path: Path) -> None:
+    """A rollback journal left by a killed writer: readers get one clear line, the next run heals it."""
+    db = tmp_path / "index.db"
+    script = (
+        "import apsw, os, sys\n"
+        "c = apsw.Connection(sys.argv[1])\n"
+        "c.execute('CREATE TABLE t(x)')\n"
+        "c.execute('BEGIN; INSERT INTO t VALUES (1); CREATE TABLE u(y)')\n"
+        "c.cache_flush()\n"
+        "os._exit(0)\n"
+    )
+    subprocess.run([sys.executable, "-c", script, str(db)], check=True)
+    assert db.with_name("index.db-journal").stat().st_size > 0
+    with pytest.raises(MarkindexError) as info:
+        Store(db, readonly=True)
+    assert "half-written" in info.value.message and "markindex index" in info.value.hint
+    root = make_library(tmp_path / "lib", 2)
+    done = subprocess.run(index_cmd(root, db), cwd=REPO_ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert check_store_consistent(db) == 2
 
 
 def _children(pid: int) -> list[int]:
