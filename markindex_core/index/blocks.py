@@ -1,0 +1,276 @@
+"""A lean top-level block scanner that reproduces markdown-it-py's block structure for plain text.
+
+markdown-it-py's block parse is the largest cost of indexing, yet most of a typical library is
+paragraphs, ATX/setext headings and code fences at the top level. This scanner follows the same
+rules as markdown-it-py (CommonMark + tables + front matter) for exactly those constructs. Any
+line that could open something else (a list, block quote, HTML block, table or link reference
+definition) starts a *region*: the lines from the start of the open block up to a point where
+no top-level construct can continue, which the caller hands to markdown-it-py itself. The
+caller validates each region (`BlockSink.region` returns False when a fence or HTML block runs
+past the cut) and the scanner then extends it to the next cut. `scan_blocks` returns False when
+it does not handle the document at all (carriage returns, NUL characters, an unclosed front
+matter opener); the caller then parses the whole document with markdown-it-py.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Protocol
+
+from markdown_it.common.utils import mdTrim
+
+_SPACE = " \t"
+# First characters of a line after a blank line that could continue a top-level list (items,
+# their indented content) or that would only start another region right away.
+_REGION_CONTINUES = frozenset(" \t-*+0123456789>|<[")
+_ORDERED = re.compile(r"[0-9]{1,9}[.)](?:[ \t]|$)")
+
+
+class BlockSink(Protocol):
+    """Receives the top-level blocks in document order."""
+
+    def front_matter(self, end: int, raw: str) -> None: ...
+
+    def leaf(self, start: int) -> None:
+        """A fence, indented code block or thematic break starting at `start`."""
+
+    def paragraph(self, start: int, end: int) -> None: ...
+
+    def heading(self, level: int, start: int, end: int, content: str, markup: str) -> None: ...
+
+    def region(self, start: int, end: int) -> bool:
+        """Parse lines [start, end) with markdown-it-py; False if the cut is not safe."""
+
+
+def split_source_lines(text: str) -> list[str]:
+    """The lines markdown-it-py sees: a last line of only spaces/tabs (or empty) is not a line."""
+    lines = text.split("\n")
+    if not lines[-1].strip(_SPACE):
+        lines.pop()
+    return lines
+
+
+def scan_blocks(text: str, lines: list[str], sink: BlockSink, *, setext: bool) -> bool:
+    """Report the top-level blocks of `text` (split by `split_source_lines`) to `sink`."""
+    if "\r" in text or "\0" in text or not lines:
+        return False  # markdown-it normalizes these first; leave such documents to it
+    return _Scanner(lines, sink, setext).run()
+
+
+def _indent(line: str) -> tuple[int, int]:
+    """(characters of leading space/tab, columns with tabs expanded to multiples of 4)."""
+    col = 0
+    for pos, ch in enumerate(line):
+        if ch == " ":
+            col += 1
+        elif ch == "\t":
+            col += 4 - col % 4
+        else:
+            return pos, col
+    return len(line), col
+
+
+def _is_blank(line: str) -> bool:
+    return not line.strip(_SPACE)
+
+
+def fence_opener(line: str, pos: int) -> tuple[str, int] | None:
+    """(marker, length) when the line opens a fence at `pos` (indent already checked)."""
+    if pos + 3 > len(line):
+        return None
+    marker = line[pos]
+    if marker not in "`~":
+        return None
+    run = len(line) - pos - len(line[pos:].lstrip(marker))
+    if run < 3:
+        return None
+    if marker == "`" and "`" in line[pos + run :]:
+        return None
+    return marker, run
+
+
+def _closes_fence(line: str, marker: str, length: int) -> bool:
+    pos, col = _indent(line)
+    if col >= 4 or line[pos : pos + 1] != marker:
+        return False
+    rest = line[pos:].lstrip(marker)
+    return len(line) - pos - len(rest) >= length and not rest.strip(_SPACE)
+
+
+def atx_heading(line: str, pos: int) -> tuple[int, str] | None:
+    """(level, inline content) when the line is an ATX heading starting at `pos`."""
+    if line[pos : pos + 1] != "#":
+        return None
+    stripped = line[pos:].lstrip("#")
+    level = len(line) - pos - len(stripped)
+    if level > 6 or (stripped and stripped[0] not in _SPACE):
+        return None
+    start = pos + level
+    end = start + len(line[start:].rstrip(_SPACE))
+    hashes = start + len(line[start:end].rstrip("#"))
+    if hashes > start and line[hashes - 1] in _SPACE:
+        end = hashes
+    return level, mdTrim(line[start:end])
+
+
+def is_thematic_break(line: str, pos: int) -> bool:
+    marker = line[pos]
+    if marker not in "*-_":
+        return False
+    rest = line[pos:]
+    if rest.strip(marker + _SPACE):
+        return False
+    return rest.count(marker) >= 3
+
+
+def _setext_marker(line: str, pos: int) -> str:
+    """'=' or '-' when the line is a setext underline, else ''."""
+    marker = line[pos]
+    if marker not in "=-" or line[pos:].lstrip(marker).strip(_SPACE):
+        return ""
+    return marker
+
+
+def _opens_container(line: str, pos: int) -> bool:
+    """True when the line might open a list, block quote or HTML block (checked conservatively)."""
+    ch = line[pos]
+    if ch in "><":
+        return True
+    if ch in "-*+":
+        return pos + 1 == len(line) or line[pos + 1] in _SPACE
+    return ch.isdigit() and _ORDERED.match(line, pos) is not None
+
+
+class _Scanner:
+    """Walks the lines once; each method handles one construct and returns the next line."""
+
+    def __init__(self, lines: list[str], sink: BlockSink, setext: bool) -> None:
+        self.lines = lines
+        self.n = len(lines)
+        self.sink = sink
+        self.setext = setext
+
+    def run(self) -> bool:
+        i = self._front_matter()
+        if i < 0:
+            return False
+        while i < self.n:
+            i = self._block(i)
+        return True
+
+    def _front_matter(self) -> int:
+        """Line after the front matter (0 when there is none), -1 when it is left to markdown-it."""
+        first = self.lines[0]
+        run = len(first) - len(first.lstrip("-"))
+        if run < 3:
+            return 0
+        for j in range(1, self.n):
+            line = self.lines[j]
+            if line.startswith("...") and not line[3:].strip(_SPACE):
+                break
+            if _closes_fence(line, "-", run):
+                break
+        else:
+            return -1  # unclosed: markdown-it then reads the opener as something else
+        self.sink.front_matter(j + 1, "\n".join(self.lines[1:j]))
+        return j + 1
+
+    def _block(self, i: int) -> int:
+        line = self.lines[i]
+        pos, col = _indent(line)
+        if pos == len(line):
+            return i + 1
+        if col >= 4:
+            return self._code(i)
+        if "|" in line or line[pos] == "[" or _opens_container(line, pos):
+            return self._region(i)
+        fence = fence_opener(line, pos)
+        if fence:
+            return self._fence(i, *fence)
+        heading = atx_heading(line, pos)
+        if heading:
+            self.sink.heading(heading[0], i, i + 1, heading[1], "#" * heading[0])
+            return i + 1
+        if is_thematic_break(line, pos):
+            self.sink.leaf(i)
+            return i + 1
+        return self._paragraph(i)
+
+    def _code(self, i: int) -> int:
+        """An indented code block: runs over blank lines, ends before a less indented line."""
+        last = j = i + 1
+        while j < self.n:
+            line = self.lines[j]
+            pos, col = _indent(line)
+            j += 1
+            if pos == len(line):
+                continue
+            if col < 4:
+                break
+            last = j
+        self.sink.leaf(i)
+        return last
+
+    def _fence(self, i: int, marker: str, length: int) -> int:
+        self.sink.leaf(i)
+        for j in range(i + 1, self.n):
+            if _closes_fence(self.lines[j], marker, length):
+                return j + 1
+        return self.n
+
+    def _paragraph(self, start: int) -> int:
+        j = start + 1
+        while j < self.n:
+            line = self.lines[j]
+            pos, col = _indent(line)
+            if pos == len(line):
+                break
+            if col < 4:
+                if "|" in line:
+                    return self._region(start)
+                if self.setext and _setext_marker(line, pos):
+                    return self._setext(start, j)
+                stop = self._interrupts(line, pos)
+                if stop is None:
+                    return self._region(start)
+                if stop:
+                    break
+            j += 1
+        self.sink.paragraph(start, j)
+        return j
+
+    def _interrupts(self, line: str, pos: int) -> bool | None:
+        """Whether the line ends a paragraph; None when only markdown-it can tell."""
+        if _opens_container(line, pos):
+            return None
+        return bool(
+            fence_opener(line, pos) or atx_heading(line, pos) or is_thematic_break(line, pos)
+        )
+
+    def _setext(self, start: int, underline: int) -> int:
+        marker = _setext_marker(self.lines[underline], _indent(self.lines[underline])[0])
+        content = mdTrim("\n".join(self.lines[start:underline]))
+        self.sink.heading(1 if marker == "=" else 2, start, underline + 1, content, marker)
+        return underline + 1
+
+    def _region(self, start: int) -> int:
+        end = start
+        while True:
+            end = self._next_cut(end + 1)
+            if self.sink.region(start, end):
+                return end
+
+    def _next_cut(self, j: int) -> int:
+        """First line at or after `j` after which nothing of a region can continue."""
+        lines = self.lines
+        while j < self.n:
+            line = lines[j]
+            if (
+                line
+                and line[0] not in _REGION_CONTINUES
+                and "|" not in line
+                and _is_blank(lines[j - 1])
+            ):
+                return j
+            j += 1
+        return self.n
