@@ -18,12 +18,16 @@ import re
 from typing import Protocol
 
 from markdown_it.common.utils import mdTrim
+from markdown_it.rules_block.html_block import HTML_SEQUENCES
 
 _SPACE = " \t"
 # First characters of a line after a blank line that could continue a top-level list (items,
 # their indented content) or that would only start another region right away.
 _REGION_CONTINUES = frozenset(" \t-*+0123456789>|<[")
-_ORDERED = re.compile(r"[0-9]{1,9}[.)](?:[ \t]|$)")
+# A list marker as markdown-it accepts it (after the indent): its last character is its kind.
+_MARKER = re.compile(r"(?:[-*+]|[0-9]{1,9}[.)])(?=[ \t]|$)")
+# A list item the scanner follows itself: up to 3 spaces, a marker, 1-4 spaces, then text.
+_SIMPLE_ITEM = re.compile(r"( {0,3})([-*+]|[0-9]{1,9}[.)])( {1,4})(?=[^ \t])")
 
 
 class BlockSink(Protocol):
@@ -131,14 +135,20 @@ def _setext_marker(line: str, pos: int) -> str:
     return marker
 
 
-def _opens_container(line: str, pos: int) -> bool:
-    """True when the line might open a list, block quote or HTML block (checked conservatively)."""
-    ch = line[pos]
-    if ch in "><":
-        return True
-    if ch in "-*+":
-        return pos + 1 == len(line) or line[pos + 1] in _SPACE
-    return ch.isdigit() and _ORDERED.match(line, pos) is not None
+def _html_end(line: str, pos: int) -> tuple[re.Pattern[str], bool] | None:
+    """(end pattern, may interrupt a paragraph) when the line opens an HTML block."""
+    text = line[pos:]
+    for start, end, interrupts in HTML_SEQUENCES:
+        if start.search(text):
+            return end, interrupts
+    return None
+
+
+def _list_interrupts(line: str, pos: int, marker: str) -> bool:
+    """Whether a list item line ends a paragraph: only a non-empty item, numbered 1 if ordered."""
+    if marker[-1] in ".)" and int(marker[:-1]) != 1:
+        return False
+    return bool(line[pos + len(marker) :].strip(_SPACE))
 
 
 class _Scanner:
@@ -176,25 +186,103 @@ class _Scanner:
         return j + 1
 
     def _block(self, i: int) -> int:
+        """Start the block at line i, in markdown-it's rule order (table, code, fence, ...)."""
         line = self.lines[i]
         pos, col = _indent(line)
         if pos == len(line):
             return i + 1
         if col >= 4:
             return self._code(i)
-        if "|" in line or line[pos] == "[" or _opens_container(line, pos):
+        if "|" in line or line[pos] == ">":
             return self._region(i)
         fence = fence_opener(line, pos)
         if fence:
             return self._fence(i, *fence)
+        if is_thematic_break(line, pos):
+            self.sink.leaf(i)
+            return i + 1
+        marker = _MARKER.match(line, pos)
+        if marker:
+            return self._list(i, marker.group()[-1])
+        if line[pos] == "<":
+            html = _html_end(line, pos)
+            if html:
+                return self._html(i, html[0])
         heading = atx_heading(line, pos)
         if heading:
             self.sink.heading(heading[0], i, i + 1, heading[1], "#" * heading[0])
             return i + 1
-        if is_thematic_break(line, pos):
-            self.sink.leaf(i)
-            return i + 1
+        if line[pos] == "[" and self._maybe_reference(i):
+            return self._region(i)
         return self._paragraph(i)
+
+    def _maybe_reference(self, i: int) -> bool:
+        """A link reference definition needs "]:" before the next blank line."""
+        for line in self.lines[i : self.n]:
+            if "]:" in line:
+                return True
+            if _is_blank(line):
+                return False
+        return False
+
+    def _html(self, i: int, end: re.Pattern[str]) -> int:
+        """An HTML block: to its end marker, or (for block tags) to the next blank line."""
+        self.sink.leaf(i)
+        if end.search(self.lines[i].lstrip(_SPACE)):
+            return i + 1
+        for j in range(i + 1, self.n):
+            text = self.lines[j].lstrip(_SPACE)
+            if end.search(text):
+                return j + 1 if text else j
+        return self.n
+
+    def _list(self, i: int, kind: str) -> int:
+        """A list whose items the scanner can follow; anything else goes to markdown-it."""
+        item = _SIMPLE_ITEM.match(self.lines[i])
+        if not item:
+            return self._region(i)
+        starts = [i]
+        content = item.end()
+        end = self._list_end(i + 1, kind, content, starts)
+        if end < 0 or self._has_inline_refs(i, end):
+            return self._region(i)
+        self.sink.leaf(i)  # the list itself, then each item
+        for start in starts:
+            self.sink.leaf(start)
+        return end
+
+    def _list_end(self, j: int, kind: str, content: int, starts: list[int]) -> int:
+        """Line where the list ends (appending item starts), -1 when only markdown-it can tell."""
+        after_blank = False
+        while j < self.n:
+            line = self.lines[j]
+            pos, col = _indent(line)
+            if pos < len(line) and col < content:
+                step = self._outdented(line, pos, col, kind, after_blank)
+                if step <= 0:
+                    return j if step == 0 else -1
+                starts.append(j)
+                content = step
+            after_blank = pos == len(line)
+            j += 1
+        return self.n
+
+    def _outdented(self, line: str, pos: int, col: int, kind: str, after_blank: bool) -> int:
+        """For a line left of the item's content: the next item's content column, 0 when the
+        list ends here, -1 when it might be a lazy continuation or is not a simple item."""
+        if "|" in line:
+            return -1
+        if col <= 3 and is_thematic_break(line, pos):
+            return 0
+        marker = _MARKER.match(line, pos) if col <= 3 else None
+        if marker and marker.group()[-1] == kind:
+            item = _SIMPLE_ITEM.match(line)
+            return item.end() if item else -1
+        return 0 if marker or after_blank else -1
+
+    def _has_inline_refs(self, start: int, end: int) -> bool:
+        """Links or reference definitions inside a list need markdown-it's inline text."""
+        return any("](" in line or "]:" in line for line in self.lines[start:end])
 
     def _code(self, i: int) -> int:
         """An indented code block: runs over blank lines, ends before a less indented line."""
@@ -241,11 +329,18 @@ class _Scanner:
 
     def _interrupts(self, line: str, pos: int) -> bool | None:
         """Whether the line ends a paragraph; None when only markdown-it can tell."""
-        if _opens_container(line, pos):
+        ch = line[pos]
+        if ch == ">":
             return None
-        return bool(
-            fence_opener(line, pos) or atx_heading(line, pos) or is_thematic_break(line, pos)
-        )
+        if fence_opener(line, pos) or is_thematic_break(line, pos):
+            return True
+        marker = _MARKER.match(line, pos)
+        if marker:
+            return _list_interrupts(line, pos, marker.group())
+        if ch == "<":
+            html = _html_end(line, pos)
+            return bool(html and html[1])
+        return atx_heading(line, pos) is not None
 
     def _setext(self, start: int, underline: int) -> int:
         marker = _setext_marker(self.lines[underline], _indent(self.lines[underline])[0])
