@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from typing import Protocol
 
-from markdown_it.common.utils import mdTrim
+from markdown_it.common.utils import MD_TRIM_CHARS, mdTrim
 from markdown_it.rules_block.html_block import HTML_SEQUENCES
 
 _SPACE = " \t"
@@ -28,6 +28,9 @@ _REGION_CONTINUES = frozenset(" \t-*+0123456789>|<[")
 _MARKER = re.compile(r"(?:[-*+]|[0-9]{1,9}[.)])(?=[ \t]|$)")
 # A list item the scanner follows itself: up to 3 spaces, a marker, 1-4 spaces, then text.
 _SIMPLE_ITEM = re.compile(r"( {0,3})([-*+]|[0-9]{1,9}[.)])( {1,4})(?=[^ \t])")
+_NESTED_ITEM = re.compile(r" *(?:[-*+]|[0-9]{1,9}[.)]) {1,4}(?=[^ \t])")
+# A link whose target would start on the next line depends on how lines join into blocks.
+_LINK_AT_END = re.compile(r"\]\(\s*<?$")
 
 
 class BlockSink(Protocol):
@@ -41,6 +44,9 @@ class BlockSink(Protocol):
     def paragraph(self, start: int, end: int) -> None: ...
 
     def heading(self, level: int, start: int, end: int, content: str, markup: str) -> None: ...
+
+    def inline_line(self, line: int) -> None:
+        """A line of paragraph or heading text inside a list (it holds a link)."""
 
     def region(self, start: int, end: int) -> bool:
         """Parse lines [start, end) with markdown-it-py; False if the cut is not safe."""
@@ -151,6 +157,26 @@ def _list_interrupts(line: str, pos: int, marker: str) -> bool:
     return bool(line[pos + len(marker) :].strip(_SPACE))
 
 
+def _text_line(line: str, content: int) -> bool:
+    """A line inside a list item that is surely paragraph/heading text on its own line: no code,
+    fence, HTML, quote or table, no tab indent, no link target on the next line, and not made of
+    whitespace that markdown-it would trim away (that would shift line numbers)."""
+    rest = line.lstrip(" ")
+    if not rest:
+        return True
+    indent = len(line) - len(rest)
+    if indent >= content + 4:
+        return False  # may be an indented code block (after a blank line, heading, fence...)
+    item = _NESTED_ITEM.match(line)
+    if item:
+        rest = line[item.end() :]
+    elif _MARKER.match(line, indent):
+        return False
+    if rest[0] in "`~<>|\t" or _LINK_AT_END.search(line):
+        return False
+    return bool(rest.strip(MD_TRIM_CHARS))
+
+
 class _Scanner:
     """Walks the lines once; each method handles one construct and returns the next line."""
 
@@ -241,18 +267,41 @@ class _Scanner:
         item = _SIMPLE_ITEM.match(self.lines[i])
         if not item:
             return self._region(i)
-        starts = [i]
-        content = item.end()
-        end = self._list_end(i + 1, kind, content, starts)
-        if end < 0 or self._has_inline_refs(i, end):
+        items = [(i, item.end())]
+        end = self._list_end(i + 1, kind, items)
+        if end < 0 or self._has_links(i, end, items):
             return self._region(i)
         self.sink.leaf(i)  # the list itself, then each item
-        for start in starts:
+        for start, _ in items:
             self.sink.leaf(start)
         return end
 
-    def _list_end(self, j: int, kind: str, content: int, starts: list[int]) -> int:
-        """Line where the list ends (appending item starts), -1 when only markdown-it can tell."""
+    def _has_links(self, start: int, end: int, items: list[tuple[int, int]]) -> bool:
+        """True when the list holds links the scanner cannot place (or reference definitions);
+        links that are surely in paragraph or heading text are reported line by line."""
+        lines = self.lines[start:end]
+        if any("]:" in line for line in lines):
+            return True
+        link_lines = [start + k for k, line in enumerate(lines) if "](" in line]
+        if not link_lines:
+            return False
+        bounds = [*items[1:], (end, 0)]
+        if not all(
+            self._text_only(s, e, col) for (s, col), (e, _) in zip(items, bounds, strict=True)
+        ):
+            return True
+        for line in link_lines:
+            self.sink.inline_line(line)
+        return False
+
+    def _text_only(self, start: int, end: int, content: int) -> bool:
+        """Whether every line of an item is paragraph or heading text (or a blank line)."""
+        return all(_text_line(line, content) for line in self.lines[start:end])
+
+    def _list_end(self, j: int, kind: str, items: list[tuple[int, int]]) -> int:
+        """Line where the list ends (appending items with their content column), -1 when only
+        markdown-it can tell."""
+        content = items[0][1]
         after_blank = False
         while j < self.n:
             line = self.lines[j]
@@ -261,7 +310,7 @@ class _Scanner:
                 step = self._outdented(line, pos, col, kind, after_blank)
                 if step <= 0:
                     return j if step == 0 else -1
-                starts.append(j)
+                items.append((j, step))
                 content = step
             after_blank = pos == len(line)
             j += 1

@@ -139,6 +139,10 @@ class _Collector:
         if self.has_links:
             self._links_of(content, start)
 
+    def inline_line(self, line: int) -> None:
+        if self.has_links:
+            self._links_of(self.lines[line], line)
+
     def region(self, start: int, end: int) -> bool:
         env: dict[str, Any] = {}
         text = "\n".join(self.lines[start:end]) + "\n"

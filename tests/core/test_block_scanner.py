@@ -48,6 +48,27 @@ LINE_MAKERS: list[str] = [
     "+ {w}",
     "-",
     "- # {w}",
+    "- {l}",
+    "  - {l}",
+    "    - {w} {l}",
+    "* {w}{l}",
+    "1. {l}",
+    "   2. {l} {w}",
+    "- - {l}",
+    "- > {l}",
+    "-   ```",
+    "  ~~~",
+    "  <div>{l}",
+    "      {l}",
+    "  # {l} #",
+    "  ===",
+    "- [{w}](",
+    "  x.md)",
+    "- \u3000",
+    "\u3000\u3000",
+    "-\t{l}",
+    "- \t{w}",
+    "-     {w}",
     "1. {w}",
     "2) {w}",
     "1.",
@@ -81,8 +102,30 @@ LINE_MAKERS: list[str] = [
 ]
 
 
+LIST_MAKERS = [
+    "- {w}",
+    "- {l}",
+    "* {l}",
+    "+ {w}",
+    "1. {l}",
+    "2) {w}",
+    "{w} {l}",
+    "{l}",
+    "# {l}",
+    "---",
+    "***",
+    "```",
+    "",
+    "",
+    "-",
+    "10. {w}",
+]
+
+
 def random_document(rng: random.Random) -> str:
     """A short document mixing block constructs in ways that stress where blocks end."""
+    if rng.random() < 0.3:
+        return _random_list(rng)
     lines: list[str] = []
     if rng.random() < 0.3:
         lines += ["---" + rng.choice(["", "-", " ", "x"]), "title: " + rng.choice(WORDS)]
@@ -102,6 +145,15 @@ def random_document(rng: random.Random) -> str:
     if rng.random() < 0.05:
         text = text.replace("\n", "\r\n")
     return text
+
+
+def _random_list(rng: random.Random) -> str:
+    """Mostly list lines at varied indents: where items, lists and lazy lines end."""
+    lines = []
+    for _ in range(rng.randint(1, 25)):
+        line = rng.choice(LIST_MAKERS).format(w=rng.choice(WORDS), l=rng.choice(LINKS))
+        lines.append(" " * rng.choice([0, 0, 0, 1, 2, 2, 3, 4, 4, 5, 6, 8]) + line)
+    return "\n".join(lines) + "\n"
 
 
 def assert_same(text: str, path: str = "dir/doc.md") -> None:
