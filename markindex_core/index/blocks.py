@@ -219,8 +219,10 @@ class _Scanner:
             return i + 1
         if col >= 4:
             return self._code(i)
-        if "|" in line or line[pos] == ">":
+        if "|" in line:
             return self._region(i)
+        if line[pos] == ">":
+            return self._blockquote(i)
         fence = fence_opener(line, pos)
         if fence:
             return self._fence(i, *fence)
@@ -241,6 +243,21 @@ class _Scanner:
         if line[pos] == "[" and self._maybe_reference(i):
             return self._region(i)
         return self._paragraph(i)
+
+    def _blockquote(self, i: int) -> int:
+        """A block quote whose every line starts with ">" up to a blank line (no lazy lines)."""
+        end = self.n
+        for j in range(i + 1, self.n):
+            rest = self.lines[j].lstrip(_SPACE)
+            if not rest:
+                end = j
+                break
+            if rest[0] != ">":
+                return self._region(i)
+        if any("](" in line or "]:" in line for line in self.lines[i:end]):
+            return self._region(i)
+        self.sink.leaf(i)
+        return end
 
     def _maybe_reference(self, i: int) -> bool:
         """A link reference definition needs "]:" before the next blank line."""
@@ -367,21 +384,16 @@ class _Scanner:
                     return self._region(start)
                 if self.setext and _setext_marker(line, pos):
                     return self._setext(start, j)
-                stop = self._interrupts(line, pos)
-                if stop is None:
-                    return self._region(start)
-                if stop:
+                if self._interrupts(line, pos):
                     break
             j += 1
         self.sink.paragraph(start, j)
         return j
 
-    def _interrupts(self, line: str, pos: int) -> bool | None:
-        """Whether the line ends a paragraph; None when only markdown-it can tell."""
+    def _interrupts(self, line: str, pos: int) -> bool:
+        """Whether the line ends a paragraph (markdown-it's paragraph terminators)."""
         ch = line[pos]
-        if ch == ">":
-            return None
-        if fence_opener(line, pos) or is_thematic_break(line, pos):
+        if ch == ">" or fence_opener(line, pos) or is_thematic_break(line, pos):
             return True
         marker = _MARKER.match(line, pos)
         if marker:
