@@ -24,6 +24,8 @@ _SPACE = " \t"
 # First characters of a line after a blank line that could continue a top-level list (items,
 # their indented content) or that would only start another region right away.
 _REGION_CONTINUES = frozenset(" \t-*+0123456789>|<[")
+# What a table's delimiter row may look like (a superset of what markdown-it accepts).
+_DELIMITER_ROW = re.compile(r"[ \t]*[-:|][-:| \t]*")
 # A list marker as markdown-it accepts it (after the indent): its last character is its kind.
 _MARKER = re.compile(r"(?:[-*+]|[0-9]{1,9}[.)])(?=[ \t]|$)")
 # A list item the scanner follows itself: up to 3 spaces, a marker, 1-4 spaces, then text.
@@ -172,7 +174,7 @@ def _text_line(line: str, content: int) -> bool:
         rest = line[item.end() :]
     elif _MARKER.match(line, indent):
         return False
-    if rest[0] in "`~<>|\t" or _LINK_AT_END.search(line):
+    if rest[0] in "`~<>\t" or "|" in line or _LINK_AT_END.search(line):
         return False
     return bool(rest.strip(MD_TRIM_CHARS))
 
@@ -219,7 +221,7 @@ class _Scanner:
             return i + 1
         if col >= 4:
             return self._code(i)
-        if "|" in line:
+        if self._table_at(i):
             return self._region(i)
         if line[pos] == ">":
             return self._blockquote(i)
@@ -243,6 +245,14 @@ class _Scanner:
         if line[pos] == "[" and self._maybe_reference(i):
             return self._region(i)
         return self._paragraph(i)
+
+    def _table_at(self, i: int) -> bool:
+        """Whether a table might start at line i (a "|" there and a delimiter row below)."""
+        return (
+            "|" in self.lines[i]
+            and i + 1 < self.n
+            and _DELIMITER_ROW.fullmatch(self.lines[i + 1]) is not None
+        )
 
     def _blockquote(self, i: int) -> int:
         """A block quote whose every line starts with ">" up to a blank line (no lazy lines)."""
@@ -324,6 +334,8 @@ class _Scanner:
             line = self.lines[j]
             pos, col = _indent(line)
             if pos < len(line) and col < content:
+                if self._table_at(j):
+                    return -1
                 step = self._outdented(line, pos, col, kind, after_blank)
                 if step <= 0:
                     return j if step == 0 else -1
@@ -336,8 +348,6 @@ class _Scanner:
     def _outdented(self, line: str, pos: int, col: int, kind: str, after_blank: bool) -> int:
         """For a line left of the item's content: the next item's content column, 0 when the
         list ends here, -1 when it might be a lazy continuation or is not a simple item."""
-        if "|" in line:
-            return -1
         if col <= 3 and is_thematic_break(line, pos):
             return 0
         marker = _MARKER.match(line, pos) if col <= 3 else None
@@ -380,7 +390,7 @@ class _Scanner:
             if pos == len(line):
                 break
             if col < 4:
-                if "|" in line:
+                if self._table_at(j):
                     return self._region(start)
                 if self.setext and _setext_marker(line, pos):
                     return self._setext(start, j)
@@ -421,12 +431,7 @@ class _Scanner:
         lines = self.lines
         while j < self.n:
             line = lines[j]
-            if (
-                line
-                and line[0] not in _REGION_CONTINUES
-                and "|" not in line
-                and _is_blank(lines[j - 1])
-            ):
+            if line and line[0] not in _REGION_CONTINUES and _is_blank(lines[j - 1]):
                 return j
             j += 1
         return self.n
