@@ -1,15 +1,16 @@
-"""A lean top-level block scanner that reproduces markdown-it-py's block structure for plain text.
+"""A lean top-level block scanner that reproduces markdown-it-py's block structure.
 
-markdown-it-py's block parse is the largest cost of indexing, yet most of a typical library is
-paragraphs, ATX/setext headings and code fences at the top level. This scanner follows the same
-rules as markdown-it-py (CommonMark + tables + front matter) for exactly those constructs. Any
-line that could open something else (a list, block quote, HTML block, table or link reference
-definition) starts a *region*: the lines from the start of the open block up to a point where
-no top-level construct can continue, which the caller hands to markdown-it-py itself. The
-caller validates each region (`BlockSink.region` returns False when a fence or HTML block runs
-past the cut) and the scanner then extends it to the next cut. `scan_blocks` returns False when
-it does not handle the document at all (carriage returns, NUL characters, an unclosed front
-matter opener); the caller then parses the whole document with markdown-it-py.
+markdown-it-py's block parse was the largest cost of indexing, yet most of a library is
+paragraphs, headings, code, simple lists and quotes. This scanner follows markdown-it-py's rules
+(CommonMark + tables + front matter) for top-level paragraphs, ATX/setext headings, fenced and
+indented code, thematic breaks, HTML blocks, front matter, block quotes made only of ">" lines
+and lists whose items it can bound without reading their insides (no lazy lines). Anything it is
+not sure about (tables, other quotes and lists, link reference definitions, links whose block
+text it cannot place) starts a *region*: the lines from the start of the open block up to a
+blank line after which no top-level construct can continue, which the sink hands to markdown-it
+itself. The sink rejects a region when a fence or HTML block in it runs past the cut, and the
+scanner then extends it to the next cut. `scan_blocks` returns False for documents it leaves
+to markdown-it whole (carriage returns, NUL characters, an unclosed front matter opener).
 """
 
 from __future__ import annotations

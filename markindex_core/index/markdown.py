@@ -1,4 +1,4 @@
-"""Parse Markdown with markdown-it-py into headings, block boundaries, front matter and links."""
+"""Parse Markdown into headings, block boundaries, front matter and links (markdown-it-py rules)."""
 
 from __future__ import annotations
 
