@@ -1,4 +1,4 @@
-"""Parse Markdown with markdown-it-py into headings, block boundaries, front matter and links."""
+"""Parse Markdown into headings, block boundaries, front matter and links (markdown-it-py rules)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,12 @@ from typing import Any
 from urllib.parse import unquote
 
 from markdown_it import MarkdownIt
+from markdown_it.common.utils import mdTrim
 from markdown_it.token import Token
 from mdit_py_plugins.front_matter import front_matter_plugin
 
 from markindex_core.config import MARKDOWN_SUFFIXES, MAX_TITLE_CHARS, SETEXT_WARN_CHARS
+from markindex_core.index.blocks import scan_blocks, split_source_lines
 
 _INLINE_LINK = re.compile(r"\]\(\s*<?([^)\s>]+)")
 _SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*:")
@@ -44,9 +46,11 @@ class ParsedMarkdown:
     warnings: list[str] = field(default_factory=list)
 
 
-@lru_cache(maxsize=2)
-def _parser(setext: bool) -> MarkdownIt:
-    md = MarkdownIt("commonmark").enable("table").use(front_matter_plugin)
+@lru_cache(maxsize=4)
+def _parser(setext: bool, front_matter: bool = True) -> MarkdownIt:
+    md = MarkdownIt("commonmark").enable("table")
+    if front_matter:
+        md.use(front_matter_plugin)
     # Block structure is all we need: inline parsing would cost ~45% of the time for nothing.
     md.disable(["inline", "text_join"])
     if not setext:
@@ -55,63 +59,158 @@ def _parser(setext: bool) -> MarkdownIt:
 
 
 def parse_markdown(text: str, doc_path: str, *, setext: bool = True) -> ParsedMarkdown:
-    """Parse normalized text (LF newlines) of the document at library-relative `doc_path`."""
+    """Parse normalized text (LF newlines) of the document at library-relative `doc_path`.
+
+    A line scanner handles the top-level paragraphs, headings and code blocks itself and hands
+    every other stretch (lists, quotes, HTML, tables, reference definitions) to markdown-it-py,
+    which also takes whole documents the scanner leaves alone; the result is the same.
+    """
+    lines = split_source_lines(text)
+    collector = _Collector(doc_path, lines, setext, "](" in text)
+    if scan_blocks(text, lines, collector, setext=setext):
+        return collector.finish()
+    return parse_markdown_oracle(text, doc_path, setext=setext)
+
+
+def parse_markdown_oracle(text: str, doc_path: str, *, setext: bool = True) -> ParsedMarkdown:
+    """Parse the whole document with markdown-it-py (the reference for `parse_markdown`)."""
     env: dict[str, Any] = {}
     tokens = _parser(setext).parse(text, env)
-    headings: list[Heading] = []
-    block_starts: list[int] = []
-    links: list[Link] = []
-    warnings: list[str] = []
-    front_matter: dict[str, Any] | None = None
-    fm_end = 0
-    doc_dir = posixpath.dirname(doc_path)
-    for i, tok in enumerate(tokens):
-        if tok.map is None:
-            continue
-        if (tok.level == 0 and tok.nesting >= 0) or (
-            tok.type == "list_item_open" and tok.level == 1
-        ):
-            block_starts.append(tok.map[0])
-        if tok.type == "front_matter":
-            fm_end = tok.map[1]
-            front_matter, problem = _load_front_matter(tok.content)
-            if problem:
-                warnings.append(f"front matter: {problem}")
-        elif tok.type == "heading_open" and tok.level == 0:
-            headings.append(_heading(tok, tokens[i + 1].content, warnings))
-        elif tok.type == "inline" and "](" in tok.content:
-            links.extend(_inline_links(tok, doc_dir))
-    for ref in env.get("references", {}).values():
-        ref_map = ref.get("map")
-        link = _resolve(str(ref.get("href", "")), doc_dir, ref_map[0] + 1 if ref_map else 0)
-        if link:
-            links.append(link)
-    links.sort(key=lambda ln: (ln.line, ln.target))
-    return ParsedMarkdown(headings, block_starts, front_matter, fm_end, links, warnings)
+    collector = _Collector(doc_path, [], setext, True)
+    collector.add_tokens(tokens, 0)
+    collector.add_references(env, 0)
+    return collector.finish()
 
 
-def _heading(tok: Token, raw_title: str, warnings: list[str]) -> Heading:
-    """A heading from its opening token; warns about a setext heading that looks accidental."""
+class _Collector:
+    """Gathers headings, block starts, links and warnings from scanned blocks and token streams."""
+
+    def __init__(self, doc_path: str, lines: list[str], setext: bool, has_links: bool) -> None:
+        self.doc_dir = posixpath.dirname(doc_path)
+        self.lines = lines
+        self.setext = setext
+        self.has_links = has_links
+        self.headings: list[Heading] = []
+        self.block_starts: list[int] = []
+        self.links: list[Link] = []
+        self.warnings: list[str] = []
+        self.front_matter_data: dict[str, Any] | None = None
+        self.front_matter_end = 0
+        self.references: dict[str, tuple[str, int]] = {}
+
+    def finish(self) -> ParsedMarkdown:
+        for href, line in self.references.values():
+            link = _resolve(href, self.doc_dir, line)
+            if link:
+                self.links.append(link)
+        self.links.sort(key=lambda ln: (ln.line, ln.target))
+        return ParsedMarkdown(
+            self.headings,
+            self.block_starts,
+            self.front_matter_data,
+            self.front_matter_end,
+            self.links,
+            self.warnings,
+        )
+
+    # ----- blocks from the line scanner (BlockSink) -----
+
+    def front_matter(self, end: int, raw: str) -> None:
+        self.block_starts.append(0)
+        self._set_front_matter(end, raw)
+
+    def _set_front_matter(self, end: int, raw: str) -> None:
+        self.front_matter_end = end
+        self.front_matter_data, problem = _load_front_matter(raw)
+        if problem:
+            self.warnings.append(f"front matter: {problem}")
+
+    def leaf(self, start: int) -> None:
+        self.block_starts.append(start)
+
+    def paragraph(self, start: int, end: int) -> None:
+        self.block_starts.append(start)
+        if self.has_links:
+            self._links_of(mdTrim("\n".join(self.lines[start:end])), start)
+
+    def heading(self, level: int, start: int, end: int, content: str, markup: str) -> None:
+        self.block_starts.append(start)
+        self.headings.append(_heading(level, markup, start, end, content, self.warnings))
+        if self.has_links:
+            self._links_of(content, start)
+
+    def inline_line(self, line: int) -> None:
+        if self.has_links:
+            self._links_of(self.lines[line], line)
+
+    def region(self, start: int, end: int) -> bool:
+        env: dict[str, Any] = {}
+        text = "\n".join(self.lines[start:end]) + "\n"
+        tokens = _parser(self.setext, front_matter=False).parse(text, env)
+        if end < len(self.lines) and _runs_to_end(tokens, end - start):
+            return False
+        self.add_tokens(tokens, start)
+        self.add_references(env, start)
+        return True
+
+    # ----- markdown-it-py token streams -----
+
+    def add_tokens(self, tokens: list[Token], offset: int) -> None:
+        for i, tok in enumerate(tokens):
+            if tok.map is None:
+                continue
+            start = tok.map[0] + offset
+            if (tok.level == 0 and tok.nesting >= 0) or (
+                tok.type == "list_item_open" and tok.level == 1
+            ):
+                self.block_starts.append(start)
+            if tok.type == "front_matter":
+                self._set_front_matter(tok.map[1] + offset, tok.content)
+            elif tok.type == "heading_open" and tok.level == 0:
+                end = tok.map[1] + offset
+                content = tokens[i + 1].content
+                self.headings.append(
+                    _heading(int(tok.tag[1]), tok.markup, start, end, content, self.warnings)
+                )
+            elif tok.type == "inline" and "](" in tok.content:
+                self._links_of(tok.content, start)
+
+    def add_references(self, env: dict[str, Any], offset: int) -> None:
+        """Link reference definitions; the first definition of a label wins, as in markdown-it."""
+        for label, ref in env.get("references", {}).items():
+            if label not in self.references:
+                ref_map = ref.get("map")
+                line = ref_map[0] + offset + 1 if ref_map else 0
+                self.references[label] = (str(ref.get("href", "")), line)
+
+    def _links_of(self, content: str, start: int) -> None:
+        """Internal links in a block's inline text; `start` is its 0-based first line."""
+        for m in _INLINE_LINK.finditer(content):
+            line = start + content.count("\n", 0, m.start()) + 1
+            link = _resolve(m.group(1), self.doc_dir, line)
+            if link:
+                self.links.append(link)
+
+
+def _runs_to_end(tokens: list[Token], length: int) -> bool:
+    """True when a top-level fence or HTML block is still open at the end of a region."""
+    return any(
+        tok.level == 0 and tok.type in ("fence", "html_block") and tok.map and tok.map[1] >= length
+        for tok in tokens
+    )
+
+
+def _heading(
+    level: int, markup: str, start: int, end: int, raw_title: str, warnings: list[str]
+) -> Heading:
+    """A heading; warns about a setext heading that looks accidental."""
     title = _clean_title(raw_title)
-    assert tok.map is not None
-    start, end = tok.map
-    if tok.markup == "-" and (end - start > 2 or len(title) > SETEXT_WARN_CHARS):
+    if markup == "-" and (end - start > 2 or len(title) > SETEXT_WARN_CHARS):
         warnings.append(
             f"line {start + 1}: setext h2 spans {end - start - 1} lines / {len(title)} chars"
             " (a converter page break?); consider --no-setext"
         )
-    return Heading(int(tok.tag[1]), title, start, end)
-
-
-def _inline_links(tok: Token, doc_dir: str) -> list[Link]:
-    assert tok.map is not None
-    links: list[Link] = []
-    for m in _INLINE_LINK.finditer(tok.content):
-        line = tok.map[0] + tok.content.count("\n", 0, m.start()) + 1
-        link = _resolve(m.group(1), doc_dir, line)
-        if link:
-            links.append(link)
-    return links
+    return Heading(level, title, start, end)
 
 
 def _clean_title(raw: str) -> str:

@@ -1,0 +1,438 @@
+"""A lean top-level block scanner that reproduces markdown-it-py's block structure.
+
+markdown-it-py's block parse was the largest cost of indexing, yet most of a library is
+paragraphs, headings, code, simple lists and quotes. This scanner follows markdown-it-py's rules
+(CommonMark + tables + front matter) for top-level paragraphs, ATX/setext headings, fenced and
+indented code, thematic breaks, HTML blocks, front matter, block quotes made only of ">" lines
+and lists whose items it can bound without reading their insides (no lazy lines). Anything it is
+not sure about (tables, other quotes and lists, link reference definitions, links whose block
+text it cannot place) starts a *region*: the lines from the start of the open block up to a
+blank line after which no top-level construct can continue, which the sink hands to markdown-it
+itself. The sink rejects a region when a fence or HTML block in it runs past the cut, and the
+scanner then extends it to the next cut. `scan_blocks` returns False for documents it leaves
+to markdown-it whole (carriage returns, NUL characters, an unclosed front matter opener).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Protocol
+
+from markdown_it.common.utils import MD_TRIM_CHARS, mdTrim
+from markdown_it.rules_block.html_block import HTML_SEQUENCES
+
+_SPACE = " \t"
+# First characters of a line after a blank line that could continue a top-level list (items,
+# their indented content) or that would only start another region right away.
+_REGION_CONTINUES = frozenset(" \t-*+0123456789>|<[")
+# What a table's delimiter row may look like (a superset of what markdown-it accepts).
+_DELIMITER_ROW = re.compile(r"[ \t]*[-:|][-:| \t]*")
+# A list marker as markdown-it accepts it (after the indent): its last character is its kind.
+_MARKER = re.compile(r"(?:[-*+]|[0-9]{1,9}[.)])(?=[ \t]|$)")
+# A list item the scanner follows itself: up to 3 spaces, a marker, 1-4 spaces, then text.
+_SIMPLE_ITEM = re.compile(r"( {0,3})([-*+]|[0-9]{1,9}[.)])( {1,4})(?=[^ \t])")
+_NESTED_ITEM = re.compile(r" *(?:[-*+]|[0-9]{1,9}[.)]) {1,4}(?=[^ \t])")
+# A link whose target would start on the next line depends on how lines join into blocks.
+_LINK_AT_END = re.compile(r"\]\(\s*<?$")
+
+
+class BlockSink(Protocol):
+    """Receives the top-level blocks in document order."""
+
+    def front_matter(self, end: int, raw: str) -> None: ...
+
+    def leaf(self, start: int) -> None:
+        """A fence, indented code block or thematic break starting at `start`."""
+
+    def paragraph(self, start: int, end: int) -> None: ...
+
+    def heading(self, level: int, start: int, end: int, content: str, markup: str) -> None: ...
+
+    def inline_line(self, line: int) -> None:
+        """A line of paragraph or heading text inside a list (it holds a link)."""
+
+    def region(self, start: int, end: int) -> bool:
+        """Parse lines [start, end) with markdown-it-py; False if the cut is not safe."""
+
+
+def split_source_lines(text: str) -> list[str]:
+    """The lines markdown-it-py sees: a last line of only spaces/tabs (or empty) is not a line."""
+    lines = text.split("\n")
+    if not lines[-1].strip(_SPACE):
+        lines.pop()
+    return lines
+
+
+def scan_blocks(text: str, lines: list[str], sink: BlockSink, *, setext: bool) -> bool:
+    """Report the top-level blocks of `text` (split by `split_source_lines`) to `sink`."""
+    if "\r" in text or "\0" in text or not lines:
+        return False  # markdown-it normalizes these first; leave such documents to it
+    return _Scanner(lines, sink, setext).run()
+
+
+def _indent(line: str) -> tuple[int, int]:
+    """(characters of leading space/tab, columns with tabs expanded to multiples of 4)."""
+    col = 0
+    for pos, ch in enumerate(line):
+        if ch == " ":
+            col += 1
+        elif ch == "\t":
+            col += 4 - col % 4
+        else:
+            return pos, col
+    return len(line), col
+
+
+def _is_blank(line: str) -> bool:
+    return not line.strip(_SPACE)
+
+
+def fence_opener(line: str, pos: int) -> tuple[str, int] | None:
+    """(marker, length) when the line opens a fence at `pos` (indent already checked)."""
+    if pos + 3 > len(line):
+        return None
+    marker = line[pos]
+    if marker not in "`~":
+        return None
+    run = len(line) - pos - len(line[pos:].lstrip(marker))
+    if run < 3:
+        return None
+    if marker == "`" and "`" in line[pos + run :]:
+        return None
+    return marker, run
+
+
+def _closes_fence(line: str, marker: str, length: int) -> bool:
+    pos, col = _indent(line)
+    if col >= 4 or line[pos : pos + 1] != marker:
+        return False
+    rest = line[pos:].lstrip(marker)
+    return len(line) - pos - len(rest) >= length and not rest.strip(_SPACE)
+
+
+def atx_heading(line: str, pos: int) -> tuple[int, str] | None:
+    """(level, inline content) when the line is an ATX heading starting at `pos`."""
+    if line[pos : pos + 1] != "#":
+        return None
+    stripped = line[pos:].lstrip("#")
+    level = len(line) - pos - len(stripped)
+    if level > 6 or (stripped and stripped[0] not in _SPACE):
+        return None
+    start = pos + level
+    end = start + len(line[start:].rstrip(_SPACE))
+    hashes = start + len(line[start:end].rstrip("#"))
+    if hashes > start and line[hashes - 1] in _SPACE:
+        end = hashes
+    return level, mdTrim(line[start:end])
+
+
+def is_thematic_break(line: str, pos: int) -> bool:
+    marker = line[pos]
+    if marker not in "*-_":
+        return False
+    rest = line[pos:]
+    if rest.strip(marker + _SPACE):
+        return False
+    return rest.count(marker) >= 3
+
+
+def _setext_marker(line: str, pos: int) -> str:
+    """'=' or '-' when the line is a setext underline, else ''."""
+    marker = line[pos]
+    if marker not in "=-" or line[pos:].lstrip(marker).strip(_SPACE):
+        return ""
+    return marker
+
+
+def _html_end(line: str, pos: int) -> tuple[re.Pattern[str], bool] | None:
+    """(end pattern, may interrupt a paragraph) when the line opens an HTML block."""
+    text = line[pos:]
+    for start, end, interrupts in HTML_SEQUENCES:
+        if start.search(text):
+            return end, interrupts
+    return None
+
+
+def _list_interrupts(line: str, pos: int, marker: str) -> bool:
+    """Whether a list item line ends a paragraph: only a non-empty item, numbered 1 if ordered."""
+    if marker[-1] in ".)" and int(marker[:-1]) != 1:
+        return False
+    return bool(line[pos + len(marker) :].strip(_SPACE))
+
+
+def _text_line(line: str, content: int) -> bool:
+    """A line inside a list item that is surely paragraph/heading text on its own line: no code,
+    fence, HTML, quote or table, no tab indent, no link target on the next line, and not made of
+    whitespace that markdown-it would trim away (that would shift line numbers)."""
+    rest = line.lstrip(" ")
+    if not rest:
+        return True
+    indent = len(line) - len(rest)
+    if indent >= content + 4:
+        return False  # may be an indented code block (after a blank line, heading, fence...)
+    item = _NESTED_ITEM.match(line)
+    if item:
+        rest = line[item.end() :]
+    elif _MARKER.match(line, indent):
+        return False
+    if rest[0] in "`~<>\t" or "|" in line or _LINK_AT_END.search(line):
+        return False
+    return bool(rest.strip(MD_TRIM_CHARS))
+
+
+class _Scanner:
+    """Walks the lines once; each method handles one construct and returns the next line."""
+
+    def __init__(self, lines: list[str], sink: BlockSink, setext: bool) -> None:
+        self.lines = lines
+        self.n = len(lines)
+        self.sink = sink
+        self.setext = setext
+
+    def run(self) -> bool:
+        i = self._front_matter()
+        if i < 0:
+            return False
+        while i < self.n:
+            i = self._block(i)
+        return True
+
+    def _front_matter(self) -> int:
+        """Line after the front matter (0 when there is none), -1 when it is left to markdown-it."""
+        first = self.lines[0]
+        run = len(first) - len(first.lstrip("-"))
+        if run < 3:
+            return 0
+        for j in range(1, self.n):
+            line = self.lines[j]
+            if line.startswith("...") and not line[3:].strip(_SPACE):
+                break
+            if _closes_fence(line, "-", run):
+                break
+        else:
+            return -1  # unclosed: markdown-it then reads the opener as something else
+        self.sink.front_matter(j + 1, "\n".join(self.lines[1:j]))
+        return j + 1
+
+    def _block(self, i: int) -> int:
+        """Start the block at line i, in markdown-it's rule order (table, code, fence, ...)."""
+        line = self.lines[i]
+        pos, col = _indent(line)
+        if pos == len(line):
+            return i + 1
+        if col >= 4:
+            return self._code(i)
+        if self._table_at(i):
+            return self._region(i)
+        if line[pos] == ">":
+            return self._blockquote(i)
+        fence = fence_opener(line, pos)
+        if fence:
+            return self._fence(i, *fence)
+        if is_thematic_break(line, pos):
+            self.sink.leaf(i)
+            return i + 1
+        marker = _MARKER.match(line, pos)
+        if marker:
+            return self._list(i, marker.group()[-1])
+        if line[pos] == "<":
+            html = _html_end(line, pos)
+            if html:
+                return self._html(i, html[0])
+        heading = atx_heading(line, pos)
+        if heading:
+            self.sink.heading(heading[0], i, i + 1, heading[1], "#" * heading[0])
+            return i + 1
+        if line[pos] == "[" and self._maybe_reference(i):
+            return self._region(i)
+        return self._paragraph(i)
+
+    def _table_at(self, i: int) -> bool:
+        """Whether a table might start at line i (a "|" there and a delimiter row below)."""
+        return (
+            "|" in self.lines[i]
+            and i + 1 < self.n
+            and _DELIMITER_ROW.fullmatch(self.lines[i + 1]) is not None
+        )
+
+    def _blockquote(self, i: int) -> int:
+        """A block quote whose every line starts with ">" up to a blank line (no lazy lines)."""
+        end = self.n
+        for j in range(i + 1, self.n):
+            rest = self.lines[j].lstrip(_SPACE)
+            if not rest:
+                end = j
+                break
+            if rest[0] != ">":
+                return self._region(i)
+        if any("](" in line or "]:" in line for line in self.lines[i:end]):
+            return self._region(i)
+        self.sink.leaf(i)
+        return end
+
+    def _maybe_reference(self, i: int) -> bool:
+        """A link reference definition needs "]:" before the next blank line."""
+        for line in self.lines[i : self.n]:
+            if "]:" in line:
+                return True
+            if _is_blank(line):
+                return False
+        return False
+
+    def _html(self, i: int, end: re.Pattern[str]) -> int:
+        """An HTML block: to its end marker, or (for block tags) to the next blank line."""
+        self.sink.leaf(i)
+        if end.search(self.lines[i].lstrip(_SPACE)):
+            return i + 1
+        for j in range(i + 1, self.n):
+            text = self.lines[j].lstrip(_SPACE)
+            if end.search(text):
+                return j + 1 if text else j
+        return self.n
+
+    def _list(self, i: int, kind: str) -> int:
+        """A list whose items the scanner can follow; anything else goes to markdown-it."""
+        item = _SIMPLE_ITEM.match(self.lines[i])
+        if not item:
+            return self._region(i)
+        items = [(i, item.end())]
+        end = self._list_end(i + 1, kind, items)
+        if end < 0 or self._has_links(i, end, items):
+            return self._region(i)
+        self.sink.leaf(i)  # the list itself, then each item
+        for start, _ in items:
+            self.sink.leaf(start)
+        return end
+
+    def _has_links(self, start: int, end: int, items: list[tuple[int, int]]) -> bool:
+        """True when the list holds links the scanner cannot place (or reference definitions);
+        links that are surely in paragraph or heading text are reported line by line."""
+        lines = self.lines[start:end]
+        if any("]:" in line for line in lines):
+            return True
+        link_lines = [start + k for k, line in enumerate(lines) if "](" in line]
+        if not link_lines:
+            return False
+        bounds = [*items[1:], (end, 0)]
+        if not all(
+            self._text_only(s, e, col) for (s, col), (e, _) in zip(items, bounds, strict=True)
+        ):
+            return True
+        for line in link_lines:
+            self.sink.inline_line(line)
+        return False
+
+    def _text_only(self, start: int, end: int, content: int) -> bool:
+        """Whether every line of an item is paragraph or heading text (or a blank line)."""
+        return all(_text_line(line, content) for line in self.lines[start:end])
+
+    def _list_end(self, j: int, kind: str, items: list[tuple[int, int]]) -> int:
+        """Line where the list ends (appending items with their content column), -1 when only
+        markdown-it can tell."""
+        content = items[0][1]
+        after_blank = False
+        while j < self.n:
+            line = self.lines[j]
+            pos, col = _indent(line)
+            if pos < len(line) and col < content:
+                if self._table_at(j):
+                    return -1
+                step = self._outdented(line, pos, col, kind, after_blank)
+                if step <= 0:
+                    return j if step == 0 else -1
+                items.append((j, step))
+                content = step
+            after_blank = pos == len(line)
+            j += 1
+        return self.n
+
+    def _outdented(self, line: str, pos: int, col: int, kind: str, after_blank: bool) -> int:
+        """For a line left of the item's content: the next item's content column, 0 when the
+        list ends here, -1 when it might be a lazy continuation or is not a simple item."""
+        if col <= 3 and is_thematic_break(line, pos):
+            return 0
+        marker = _MARKER.match(line, pos) if col <= 3 else None
+        if marker and marker.group()[-1] == kind:
+            item = _SIMPLE_ITEM.match(line)
+            return item.end() if item else -1
+        return 0 if marker or after_blank else -1
+
+    def _has_inline_refs(self, start: int, end: int) -> bool:
+        """Links or reference definitions inside a list need markdown-it's inline text."""
+        return any("](" in line or "]:" in line for line in self.lines[start:end])
+
+    def _code(self, i: int) -> int:
+        """An indented code block: runs over blank lines, ends before a less indented line."""
+        last = j = i + 1
+        while j < self.n:
+            line = self.lines[j]
+            pos, col = _indent(line)
+            j += 1
+            if pos == len(line):
+                continue
+            if col < 4:
+                break
+            last = j
+        self.sink.leaf(i)
+        return last
+
+    def _fence(self, i: int, marker: str, length: int) -> int:
+        self.sink.leaf(i)
+        for j in range(i + 1, self.n):
+            if _closes_fence(self.lines[j], marker, length):
+                return j + 1
+        return self.n
+
+    def _paragraph(self, start: int) -> int:
+        j = start + 1
+        while j < self.n:
+            line = self.lines[j]
+            pos, col = _indent(line)
+            if pos == len(line):
+                break
+            if col < 4:
+                if self._table_at(j):
+                    return self._region(start)
+                if self.setext and _setext_marker(line, pos):
+                    return self._setext(start, j)
+                if self._interrupts(line, pos):
+                    break
+            j += 1
+        self.sink.paragraph(start, j)
+        return j
+
+    def _interrupts(self, line: str, pos: int) -> bool:
+        """Whether the line ends a paragraph (markdown-it's paragraph terminators)."""
+        ch = line[pos]
+        if ch == ">" or fence_opener(line, pos) or is_thematic_break(line, pos):
+            return True
+        marker = _MARKER.match(line, pos)
+        if marker:
+            return _list_interrupts(line, pos, marker.group())
+        if ch == "<":
+            html = _html_end(line, pos)
+            return bool(html and html[1])
+        return atx_heading(line, pos) is not None
+
+    def _setext(self, start: int, underline: int) -> int:
+        marker = _setext_marker(self.lines[underline], _indent(self.lines[underline])[0])
+        content = mdTrim("\n".join(self.lines[start:underline]))
+        self.sink.heading(1 if marker == "=" else 2, start, underline + 1, content, marker)
+        return underline + 1
+
+    def _region(self, start: int) -> int:
+        end = start
+        while True:
+            end = self._next_cut(end + 1)
+            if self.sink.region(start, end):
+                return end
+
+    def _next_cut(self, j: int) -> int:
+        """First line at or after `j` after which nothing of a region can continue."""
+        lines = self.lines
+        while j < self.n:
+            line = lines[j]
+            if line and line[0] not in _REGION_CONTINUES and _is_blank(lines[j - 1]):
+                return j
+            j += 1
+        return self.n

@@ -1,0 +1,201 @@
+"""The line scanner in parse_markdown gives exactly what markdown-it-py gives (the oracle).
+
+Checked on every corpus file and on seeded random documents full of edge cases: headings with
+closing hashes, setext underlines, fences of both kinds and lengths (some unclosed), indented
+code, lists and quotes holding heading-like lines, HTML blocks, tables, front matter (valid and
+not), link reference definitions, tabs, CJK text and odd whitespace.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from markindex_core.index.decode import decode
+from markindex_core.index.markdown import parse_markdown, parse_markdown_oracle
+from tests.paths import CORPUS, needs_corpus
+
+WORDS = ["alpha", "beta", "第一条", "中华人民共和国", "规定", "x", "Ω", "foo_bar", "*em*", "`code`"]
+LINKS = ["[a](b.md)", "[c](../d.md#sec)", "[e](http://x.org/f.md)", "[g]( <h i.md> )", "](j.md)"]
+SPACES = ["", " ", "  ", "   ", "    ", "\t", " \t", "\u3000", "\xa0"]
+LINE_MAKERS: list[str] = [
+    "# {w}",
+    "## {w} ##",
+    "###### {w} #",
+    "####### {w}",
+    "#{w}",
+    "#",
+    "### {w} \\#",
+    "{w} {w}",
+    "{w} {l}",
+    "===",
+    "---",
+    "- - -",
+    "***",
+    "___",
+    "--",
+    "=",
+    "```",
+    "```python",
+    "````",
+    "~~~",
+    "~~~~ info ~~~",
+    "``` a`b",
+    "    {w}",
+    "- {w}",
+    "* {w}",
+    "+ {w}",
+    "-",
+    "- # {w}",
+    "- {l}",
+    "  - {l}",
+    "    - {w} {l}",
+    "* {w}{l}",
+    "1. {l}",
+    "   2. {l} {w}",
+    "- - {l}",
+    "- > {l}",
+    "-   ```",
+    "  ~~~",
+    "  <div>{l}",
+    "      {l}",
+    "  # {l} #",
+    "  ===",
+    "- [{w}](",
+    "  x.md)",
+    "- \u3000",
+    "\u3000\u3000",
+    "-\t{l}",
+    "- \t{w}",
+    "-     {w}",
+    "1. {w}",
+    "2) {w}",
+    "1.",
+    "> {w}",
+    "> # {w}",
+    ">",
+    "<div>",
+    "</div>",
+    "<!-- {w}",
+    "-->",
+    "<pre>",
+    "</pre>",
+    "<span>{w}</span>",
+    "<?php",
+    "?>",
+    "| a | b |",
+    "|---|---|",
+    "a | b",
+    "--- | ---",
+    "[ref]: ref.md",
+    "[{w}]: <x y.md> 'title'",
+    "[ref]: other.md",
+    "[label",
+    "]: z.md",
+    "...",
+    "title: {w}",
+    "{l} {l}",
+    "",
+    "",
+    "",
+]
+
+
+LIST_MAKERS = [
+    "- {w}",
+    "- {l}",
+    "* {l}",
+    "+ {w}",
+    "1. {l}",
+    "2) {w}",
+    "{w} {l}",
+    "{l}",
+    "# {l}",
+    "---",
+    "***",
+    "```",
+    "",
+    "",
+    "-",
+    "10. {w}",
+]
+
+
+def random_document(rng: random.Random) -> str:
+    """A short document mixing block constructs in ways that stress where blocks end."""
+    if rng.random() < 0.3:
+        return _random_list(rng)
+    lines: list[str] = []
+    if rng.random() < 0.3:
+        lines += ["---" + rng.choice(["", "-", " ", "x"]), "title: " + rng.choice(WORDS)]
+        if rng.random() < 0.8:
+            lines.append(rng.choice(["---", "...", "----", " ---", "--"]))
+    for _ in range(rng.randint(0, 30)):
+        template = rng.choice(LINE_MAKERS)
+        line = template.format(w=rng.choice(WORDS), l=rng.choice(LINKS))
+        if rng.random() < 0.25:
+            line = rng.choice(SPACES) + line
+        if rng.random() < 0.1:
+            line += rng.choice(SPACES)
+        lines.append(line)
+    text = "\n".join(lines)
+    if rng.random() < 0.7:
+        text += "\n"
+    if rng.random() < 0.05:
+        text = text.replace("\n", "\r\n")
+    return text
+
+
+def _random_list(rng: random.Random) -> str:
+    """Mostly list lines at varied indents: where items, lists and lazy lines end."""
+    lines = []
+    for _ in range(rng.randint(1, 25)):
+        line = rng.choice(LIST_MAKERS).format(w=rng.choice(WORDS), l=rng.choice(LINKS))
+        lines.append(" " * rng.choice([0, 0, 0, 1, 2, 2, 3, 4, 4, 5, 6, 8]) + line)
+    return "\n".join(lines) + "\n"
+
+
+def assert_same(text: str, path: str = "dir/doc.md") -> None:
+    for setext in (True, False):
+        fast = parse_markdown(text, path, setext=setext)
+        assert fast == parse_markdown_oracle(text, path, setext=setext), (setext, text)
+
+
+def test_generated_documents_match_markdown_it() -> None:
+    rng = random.Random(20261130)
+    for _ in range(2000):
+        assert_same(random_document(rng))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "\n",
+        "   ",
+        "# a\n  ",
+        "---\na: 1\n",
+        "---\na: [\n---\n# h\n",
+        "para\n- item\n\nnext",
+        "para\n2. item\n",
+        "- item\nlazy\n\n# h\n",
+        "```\nopen fence\n\n# not a heading\n",
+        "- x\n\n```\nunclosed fence in a later block\n\n# h\n",
+        "<!--\n\n# in comment\n\n-->\n# after\n",
+        "a | b\n--|--\n# h\n",
+        "[r]: a.md\n[r]: b.md\n\n[r]\n",
+        "Title\n===\n\nLong\nsetext\nspan\n---\n",
+        "#\tTab heading\t#\n",
+        "\t# indented by tab\n",
+    ],
+)
+def test_edge_cases_match_markdown_it(text: str) -> None:
+    assert_same(text)
+
+
+@needs_corpus
+def test_corpus_matches_markdown_it() -> None:
+    for path in sorted(CORPUS.rglob("*.md")):
+        rel = str(path.relative_to(CORPUS))
+        assert_same(decode(path.read_bytes()).text, rel)
