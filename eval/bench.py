@@ -52,19 +52,37 @@ def tree_rss_mb(pid: int) -> float:
     return total / 1024
 
 
+def tree_pss_mb(pid: int) -> float:
+    """Proportional memory of a process and its descendants, in MB: shared pages (the fork
+    server's preloaded modules in every parse worker) counted once, unlike a sum of RSS."""
+    total = 0
+    pids = [pid]
+    while pids:
+        p = pids.pop()
+        try:
+            with open(f"/proc/{p}/smaps_rollup", encoding="utf-8") as fh:
+                total += sum(int(line.split()[1]) for line in fh if line.startswith("Pss:"))
+            with open(f"/proc/{p}/task/{p}/children", encoding="utf-8") as fh:
+                pids.extend(int(c) for c in fh.read().split())
+        except OSError:
+            continue
+    return total / 1024
+
+
 def run_measured(cmd: list[str], env: dict[str, str] | None = None) -> dict[str, float]:
     """Run one whole process to its end: wall time, CPU seconds of it and every descendant it
     reaped, and the peak RSS of all its processes together (sampled every 20 ms)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
-    peak_tree = 0.0
+    peak_tree = peak_pss = 0.0
     stop = threading.Event()
 
     def sample() -> None:
-        nonlocal peak_tree
+        nonlocal peak_tree, peak_pss
         while not stop.is_set():
             peak_tree = max(peak_tree, tree_rss_mb(proc.pid))
+            peak_pss = max(peak_pss, tree_pss_mb(proc.pid))
             time.sleep(0.02)
 
     sampler = threading.Thread(target=sample, daemon=True)
@@ -77,7 +95,12 @@ def run_measured(cmd: list[str], env: dict[str, str] | None = None) -> dict[str,
     if proc.returncode != 0:
         raise SystemExit(f"{Path(cmd[0]).name} failed: {err.decode(errors='replace')[-2000:]}")
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return {"wall_s": wall, "cpu_s": cpu, "peak_rss_tree_mb": peak_tree}
+    return {
+        "wall_s": wall,
+        "cpu_s": cpu,
+        "peak_rss_tree_mb": peak_tree,
+        "peak_pss_tree_mb": peak_pss,
+    }
 
 
 FTS5_REFERENCE = """
@@ -152,9 +175,11 @@ def print_side_by_side(runs: dict[str, list[dict[str, float]]], size_mb: float) 
         walls = ", ".join(f"{r['wall_s']:.2f}" for r in rs)
         cpu = min(r["cpu_s"] for r in rs)
         rss = max(r["peak_rss_tree_mb"] for r in rs)
+        pss = max(r["peak_pss_tree_mb"] for r in rs)
         print(
             f"full index {size_mb:.1f} MB, {name}: wall min {best[name]:.2f} s (rounds {walls}), "
-            f"CPU min {cpu:.2f} s, peak RSS all processes {rss:.0f} MB"
+            f"CPU min {cpu:.2f} s, peak memory all processes: RSS sum {rss:.0f} MB, "
+            f"PSS sum {pss:.0f} MB (shared pages once)"
         )
     ratios = [f"{best['markindex'] / best[n]:.2f}x {n}" for n in runs if n != "markindex"]
     print("markindex wall time = " + ", ".join(ratios) + " (lower is faster)")
