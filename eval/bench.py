@@ -1,16 +1,25 @@
 """Scale benchmark: index throughput, incremental update latency, query latency, memory.
 
 Usage: python eval/bench.py [--corpus DIR] [--questions FILE ...] [--scale N] [--json OUT]
+                            [--rounds N] [--qmd PATH] [--node PATH] [--compare-only]
 
 Runs against a temporary copy of the corpus (the original stays untouched) and prints a table.
 `--scale N` also builds a synthetic library of N copies of the corpus (each copy's files get a
 unique line, so every file is new content) and measures the same numbers there.
+
+It first times full indexes side by side, in alternating rounds, each from scratch and as whole
+processes (wall, CPU of the whole process tree, peak RSS of all processes together): markindex,
+plain FTS5 over whole files (stdlib sqlite3, the floor any indexer pays) and, when it is installed
+(`--qmd PATH` or `qmd` on PATH), qmd's `collection add`. A shared machine is noisy: the minimum
+of the rounds is the figure to compare, and the ratios are taken from it.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -41,6 +50,141 @@ def tree_rss_mb(pid: int) -> float:
         except OSError:
             continue
     return total / 1024
+
+
+def tree_pss_mb(pid: int) -> float:
+    """Proportional memory of a process and its descendants, in MB: shared pages (the fork
+    server's preloaded modules in every parse worker) counted once, unlike a sum of RSS."""
+    total = 0
+    pids = [pid]
+    while pids:
+        p = pids.pop()
+        try:
+            with open(f"/proc/{p}/smaps_rollup", encoding="utf-8") as fh:
+                total += sum(int(line.split()[1]) for line in fh if line.startswith("Pss:"))
+            with open(f"/proc/{p}/task/{p}/children", encoding="utf-8") as fh:
+                pids.extend(int(c) for c in fh.read().split())
+        except OSError:
+            continue
+    return total / 1024
+
+
+def run_measured(cmd: list[str], env: dict[str, str] | None = None) -> dict[str, float]:
+    """Run one whole process to its end: wall time, CPU seconds of it and every descendant it
+    reaped, and the peak RSS of all its processes together (sampled every 20 ms)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    peak_tree = peak_pss = 0.0
+    stop = threading.Event()
+
+    def sample() -> None:
+        nonlocal peak_tree, peak_pss
+        while not stop.is_set():
+            peak_tree = max(peak_tree, tree_rss_mb(proc.pid))
+            peak_pss = max(peak_pss, tree_pss_mb(proc.pid))
+            time.sleep(0.02)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    _, err = proc.communicate()
+    wall = time.perf_counter() - t0
+    stop.set()
+    sampler.join()
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if proc.returncode != 0:
+        raise SystemExit(f"{Path(cmd[0]).name} failed: {err.decode(errors='replace')[-2000:]}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return {
+        "wall_s": wall,
+        "cpu_s": cpu,
+        "peak_rss_tree_mb": peak_tree,
+        "peak_pss_tree_mb": peak_pss,
+    }
+
+
+FTS5_REFERENCE = """
+import os, sqlite3, sys
+root, db = sys.argv[1], sys.argv[2]
+conn = sqlite3.connect(db)
+conn.execute("PRAGMA journal_mode=wal")
+conn.execute("CREATE VIRTUAL TABLE docs USING fts5(path, body)")
+def files():
+    for d, _, names in os.walk(root):
+        for n in sorted(names):
+            if n.lower().endswith((".md", ".markdown")):
+                p = os.path.join(d, n)
+                with open(p, encoding="utf-8", errors="replace") as fh:
+                    yield os.path.relpath(p, root), fh.read()
+with conn:
+    conn.executemany("INSERT INTO docs(path, body) VALUES(?, ?)", files())
+conn.close()
+"""
+
+
+def find_qmd(given: Path | None) -> Path | None:
+    """qmd from `--qmd`, else from PATH; None when it is not installed."""
+    if given is not None:
+        return given if given.exists() else None
+    found = shutil.which("qmd")
+    return Path(found) if found else None
+
+
+def qmd_env(home: Path, node: Path | None) -> dict[str, str]:
+    """A fresh HOME and XDG folders, so every qmd round builds its index from scratch."""
+    env = dict(os.environ)
+    for key, sub in (
+        ("HOME", "home"),
+        ("XDG_CONFIG_HOME", "config"),
+        ("XDG_CACHE_HOME", "cache"),
+        ("XDG_DATA_HOME", "data"),
+    ):
+        (home / sub).mkdir(parents=True, exist_ok=True)
+        env[key] = str(home / sub)
+    if node is not None:  # qmd starts with `#!/usr/bin/env node`
+        env["PATH"] = f"{node.parent}{os.pathsep}{env.get('PATH', '')}"
+    return env
+
+
+def side_by_side(
+    root: Path, tmpdir: Path, rounds: int, qmd: Path | None, node: Path | None
+) -> dict[str, list[dict[str, float]]]:
+    """Full indexes of `root`, the tools taking turns within each round, each from scratch."""
+    runs: dict[str, list[dict[str, float]]] = {"markindex": [], "fts5": []}
+    if qmd is not None:
+        runs["qmd"] = []
+    for r in range(rounds):
+        work = tmpdir / f"round{r}"
+        work.mkdir()
+        mark = [sys.executable, "-m", "markindex_core", "index", str(root), "--db"]
+        runs["markindex"].append(run_measured([*mark, str(work / "markindex.db"), "--json"]))
+        fts = [sys.executable, "-c", FTS5_REFERENCE, str(root), str(work / "fts5.db")]
+        runs["fts5"].append(run_measured(fts))
+        if qmd is not None:
+            cmd = [str(qmd), "collection", "add", str(root), "--name", "corpus"]
+            env = qmd_env(work / "qmd", node)
+            runs["qmd"].append(run_measured([*cmd, "--mask", "**/*.md"], env))
+        shutil.rmtree(work)
+    return runs
+
+
+def print_side_by_side(runs: dict[str, list[dict[str, float]]], size_mb: float) -> None:
+    """One line per tool (min of rounds, and the spread), then markindex's ratios."""
+    best = {name: min(r["wall_s"] for r in rs) for name, rs in runs.items()}
+    for name, rs in runs.items():
+        walls = ", ".join(f"{r['wall_s']:.2f}" for r in rs)
+        cpu = min(r["cpu_s"] for r in rs)
+        rss = max(r["peak_rss_tree_mb"] for r in rs)
+        pss = max(r["peak_pss_tree_mb"] for r in rs)
+        print(
+            f"full index {size_mb:.1f} MB, {name}: wall min {best[name]:.2f} s (rounds {walls}), "
+            f"CPU min {cpu:.2f} s, peak memory all processes: RSS sum {rss:.0f} MB, "
+            f"PSS sum {pss:.0f} MB (shared pages once)"
+        )
+    ratios = [f"{best['markindex'] / best[n]:.2f}x {n}" for n in runs if n != "markindex"]
+    print("markindex wall time = " + ", ".join(ratios) + " (lower is faster)")
+    if "qmd" not in runs:
+        print("qmd not found (pass --qmd PATH or put it on PATH): compared with FTS5 only")
 
 
 def run_index(root: Path, db: Path, *extra: str) -> dict[str, float]:
@@ -75,8 +219,6 @@ def run_index(root: Path, db: Path, *extra: str) -> dict[str, float]:
     sampler.join()
     if proc.returncode != 0:
         raise SystemExit(f"index failed: {err.decode(errors='replace')}")
-    import resource
-
     max_single = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     report = json.loads(out)
     return {
@@ -179,6 +321,12 @@ def main() -> None:
     ap.add_argument("--questions", type=Path, nargs="*", default=DEFAULT_QUESTIONS)
     ap.add_argument("--scale", type=int, default=0, help="also benchmark N copies of the corpus")
     ap.add_argument("--json", type=Path, help="write the results as JSON")
+    ap.add_argument("--rounds", type=int, default=3, help="side-by-side full-index rounds")
+    ap.add_argument("--qmd", type=Path, help="qmd executable (default: qmd on PATH)")
+    ap.add_argument("--node", type=Path, help="node executable for qmd (default: node on PATH)")
+    ap.add_argument(
+        "--compare-only", action="store_true", help="only the side-by-side full-index rounds"
+    )
     args = ap.parse_args()
     questions = [
         json.loads(line)["question"]
@@ -191,14 +339,26 @@ def main() -> None:
         tmpdir = Path(tmp)
         lib_dir = tmpdir / "corpus"
         shutil.copytree(args.corpus, lib_dir)
+        size_mb = sum(p.stat().st_size for p in lib_dir.rglob("*.md")) / 1e6
+        qmd = find_qmd(args.qmd)
+        runs = side_by_side(lib_dir, tmpdir, args.rounds, qmd, args.node)
+        print_side_by_side(runs, size_mb)
+        results["side_by_side"] = runs
+        if args.compare_only:
+            _write_json(args.json, results)
+            return
         results["corpus"] = measure("corpus", lib_dir, tmpdir / "corpus.db", questions, first=True)
         if args.scale:
             big = tmpdir / "synthetic"
             make_synthetic(lib_dir, big, args.scale)
             name = f"synthetic x{args.scale}"
             results[name] = measure(name, big, tmpdir / "synthetic.db", questions, first=False)
-    if args.json:
-        args.json.write_text(json.dumps(results, indent=2), encoding="utf-8")
+    _write_json(args.json, results)
+
+
+def _write_json(path: Path | None, results: dict[str, object]) -> None:
+    if path is not None:
+        path.write_text(json.dumps(results, indent=2), encoding="utf-8")
 
 
 def measure(

@@ -26,14 +26,14 @@ import sys
 import time
 from collections import deque
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from multiprocessing.connection import wait
 from multiprocessing.process import BaseProcess
 from typing import Literal
 
 from markindex_core.config import MAX_FILE_BYTES, WORKER_DEPTH, WORKER_STOP_GRACE_S, TreeParams
 from markindex_core.index.document import build_document
-from markindex_core.model import ParsedDocument, SkippedFile
+from markindex_core.model import ParsedDocument, Passage, Section, SkippedFile
 from markindex_core.text import segment
 
 StartMethod = Literal["fork", "forkserver", "spawn"]
@@ -137,6 +137,60 @@ def _worker_init() -> None:
         os._exit(1)
 
 
+_SECTION_FIELDS = tuple(f.name for f in fields(Section))
+
+
+def pack(result: Result) -> object:
+    """A parsed document as plain tuples and one string, the rest as is: what a worker sends.
+
+    Pickling dataclasses stores each object with its field names; the lines as one string and
+    the tree and passages as tuples are a third smaller and pickle in a third of the time, on
+    both sides of the pipe. Node body terms are not sent: they are the node's passage terms
+    joined (see `document._section_terms`), rebuilt by `unpack`.
+    """
+    if not isinstance(result, ParsedDocument):
+        return result
+    d = result
+    return (
+        (d.path, d.content_hash, d.size, d.mtime_ns, d.encoding, d.title, d.description),
+        d.front_matter,
+        (len(d.lines), "\n".join(d.lines)),
+        [tuple(getattr(s, name) for name in _SECTION_FIELDS) for s in d.sections],
+        [(p.node_index, p.start_line, p.end_line, p.terms) for p in d.passages],
+        [(title, keys) for title, keys, _ in d.section_terms],
+        d.links,
+        d.warnings,
+    )
+
+
+def unpack(packed: object) -> Result:
+    """The document `pack` sent, equal to the one the worker built."""
+    if not isinstance(packed, tuple):
+        return packed  # type: ignore[return-value]
+    head, front_matter, (n_lines, text), sections, passages, heads, links, warnings = packed
+    path, content_hash, size, mtime_ns, encoding, title, description = head
+    plist = [Passage(*p) for p in passages]
+    bodies: list[list[str]] = [[] for _ in sections]
+    for p in passages:
+        bodies[p[0]].append(p[3])
+    return ParsedDocument(
+        path=path,
+        content_hash=content_hash,
+        size=size,
+        mtime_ns=mtime_ns,
+        encoding=encoding,
+        title=title,
+        description=description,
+        front_matter=front_matter,
+        lines=text.split("\n") if n_lines else [],
+        sections=[Section(*s) for s in sections],
+        passages=plist,
+        section_terms=[(t, k, " ".join(b)) for (t, k), b in zip(heads, bodies, strict=True)],
+        links=links,
+        warnings=warnings,
+    )
+
+
 def _send(sock: socket.socket, obj: object) -> None:
     data = pickle.dumps(obj, pickle.HIGHEST_PROTOCOL)
     sock.sendall(_HEADER.pack(len(data)) + data)
@@ -165,7 +219,7 @@ def _serve(sock: socket.socket) -> None:
         if job is None:
             break
         try:
-            _send(sock, load(job))
+            _send(sock, pack(load(job)))
         except OSError:  # the parent gave up on this worker
             break
     sock.close()
@@ -203,7 +257,7 @@ class _Worker:
             end = _HEADER.size + size
             if len(self.inbox) < end:
                 break
-            results.append(pickle.loads(memoryview(self.inbox)[_HEADER.size : end]))
+            results.append(unpack(pickle.loads(memoryview(self.inbox)[_HEADER.size : end])))
             del self.inbox[:end]
         return results
 

@@ -373,15 +373,16 @@ class Store:
             ),
         )
         doc_id = c.last_insert_rowid()
-        node_rowids: list[int] = []
-        for ordinal, (s, (t_title, t_keys, t_body)) in enumerate(
-            zip(doc.sections, doc.section_terms, strict=True)
-        ):
-            c.execute(
-                "INSERT INTO nodes(doc_id, ordinal, node_id, parent_id, depth, kind, level, title,"
-                " key_items, start_line, end_line, subtree_end, tokens, subtree_tokens, content_hash)"
-                " VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+        # Row ids are given, not read back row by row, so each table takes one executemany: they
+        # are the ids SQLite would pick (one more than the largest), the writer being alone.
+        node_base = self._next_id("nodes")
+        c.executemany(
+            "INSERT INTO nodes(id, doc_id, ordinal, node_id, parent_id, depth, kind, level, title,"
+            " key_items, start_line, end_line, subtree_end, tokens, subtree_tokens, content_hash)"
+            " VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            [
                 (
+                    node_base + ordinal,
                     doc_id,
                     ordinal,
                     s.node_id,
@@ -397,30 +398,33 @@ class Store:
                     s.tokens,
                     s.subtree_tokens,
                     s.content_hash,
-                ),
-            )
-            rowid = c.last_insert_rowid()
-            node_rowids.append(rowid)
-            c.execute(
-                "INSERT INTO node_fts(rowid, title, key_items, summary, body) VALUES(?,?,?,?,?)",
-                (rowid, t_title, t_keys, "", t_body),
-            )
-        # A passage's context is the title path of its node: the headings a reader sees above it.
-        context: list[str] = []
-        index_of = {s.node_id: i for i, s in enumerate(doc.sections)}
-        for s in doc.sections:
-            parent = index_of.get(s.parent_id) if s.parent_id else None
-            own = doc.section_terms[index_of[s.node_id]][0]
-            context.append(f"{context[parent]} {own}" if parent is not None else own)
-        for p in doc.passages:
-            c.execute(
-                "INSERT INTO passages(node_rowid, doc_id, start_line, end_line) VALUES(?,?,?,?)",
-                (node_rowids[p.node_index], doc_id, p.start_line, p.end_line),
-            )
-            c.execute(
-                "INSERT INTO passage_fts(rowid, context, body) VALUES(?, ?, ?)",
-                (c.last_insert_rowid(), context[p.node_index], p.terms),
-            )
+                )
+                for ordinal, s in enumerate(doc.sections)
+            ],
+        )
+        c.executemany(
+            "INSERT INTO node_fts(rowid, title, key_items, summary, body) VALUES(?,?,?,?,?)",
+            [
+                (node_base + ordinal, t_title, t_keys, "", t_body)
+                for ordinal, (t_title, t_keys, t_body) in enumerate(doc.section_terms)
+            ],
+        )
+        context = _passage_contexts(doc)
+        passage_base = self._next_id("passages")
+        c.executemany(
+            "INSERT INTO passages(id, node_rowid, doc_id, start_line, end_line) VALUES(?,?,?,?,?)",
+            [
+                (passage_base + k, node_base + p.node_index, doc_id, p.start_line, p.end_line)
+                for k, p in enumerate(doc.passages)
+            ],
+        )
+        c.executemany(
+            "INSERT INTO passage_fts(rowid, context, body) VALUES(?, ?, ?)",
+            [
+                (passage_base + k, context[p.node_index], p.terms)
+                for k, p in enumerate(doc.passages)
+            ],
+        )
         lines = doc.lines
         c.executemany(
             "INSERT INTO line_blocks(doc_id, block, text) VALUES(?,?,?)",
@@ -433,6 +437,10 @@ class Store:
             "INSERT INTO links(doc_id, line, target, anchor) VALUES(?,?,?,?)",
             ((doc_id, line, target, anchor) for line, target, anchor in doc.links),
         )
+
+    def _next_id(self, table: str) -> int:
+        """The row id SQLite gives the next row of `table` (no AUTOINCREMENT: largest + 1)."""
+        return int(self.scalar(f"SELECT coalesce(max(id), 0) + 1 FROM {table}"))
 
     def optimize(self) -> None:
         with self.conn:
@@ -627,6 +635,17 @@ class Store:
         """First column of the first row (None when there is no row)."""
         row = self.conn.execute(sql, args).fetchone()
         return None if row is None else row[0]
+
+
+def _passage_contexts(doc: ParsedDocument) -> list[str]:
+    """Per node, the title path a passage is found under: the headings a reader sees above it."""
+    context: list[str] = []
+    index_of = {s.node_id: i for i, s in enumerate(doc.sections)}
+    for s in doc.sections:
+        parent = index_of.get(s.parent_id) if s.parent_id else None
+        own = doc.section_terms[index_of[s.node_id]][0]
+        context.append(f"{context[parent]} {own}" if parent is not None else own)
+    return context
 
 
 _NODE_SELECT = (

@@ -21,6 +21,9 @@ _TOKEN = re.compile(
     rf"|(?P<word>[^\W_{_CJK_CLASS}]+(?:[-_.+#/][^\W_{_CJK_CLASS}]+)*[+#]*)"
 )
 _WORD = re.compile(rf"[^\W_{_CJK_CLASS}]+(?:[-_.+#/][^\W_{_CJK_CLASS}]+)*[+#]*")
+# `_WORD` for ASCII-only text: there the class is just letters and digits, which the regex engine
+# matches about twice as fast as a negated Unicode class (most passages are ASCII).
+_WORD_ASCII = re.compile(r"[A-Za-z0-9]+(?:[-_.+#/][A-Za-z0-9]+)*[+#]*")
 _CJK_RUN = re.compile(rf"[{_CJK_CLASS}]+")
 _CONNECTOR = re.compile(r"[-_.+#/]+")
 _CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+|[^\W\d_]+")
@@ -109,7 +112,7 @@ def _word_terms(word: str) -> tuple[str, ...]:
 def terms(text: str) -> list[str]:
     """All search terms of `text`, for the index (words first, then Chinese words)."""
     if text.isascii():
-        return list(chain.from_iterable(map(_word_terms, _WORD.findall(text))))
+        return list(chain.from_iterable(map(_word_terms, _WORD_ASCII.findall(text))))
     text = unicodedata.normalize("NFKC", text)
     out = list(chain.from_iterable(map(_word_terms, _WORD.findall(text))))
     runs = _CJK_RUN.findall(text)
