@@ -158,7 +158,9 @@ def _create(db_path: Path) -> None:
     file with a rollback journal that only a writer can undo: every reader would fail until then.
     Made aside and linked (never replacing a file another writer linked first), the index either
     does not exist yet or opens with its whole schema."""
-    for stale in db_path.parent.glob(f"{glob.escape(db_path.name)}.new-*"):  # left by a killed creator
+    for stale in db_path.parent.glob(
+        f"{glob.escape(db_path.name)}.new-*"
+    ):  # left by a killed creator
         pid = stale.name.rpartition("-")[2]
         if pid.isdigit() and not _alive(int(pid)):
             remove_db_files(stale)
