@@ -17,6 +17,7 @@ of the rounds is the figure to compare, and the ratios are taken from it.
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
 import os
 import resource
@@ -30,6 +31,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+_PR_SET_CHILD_SUBREAPER = 36
 DEFAULT_CORPUS = REPO.parent / "shared" / "corpus"
 DEFAULT_QUESTIONS = sorted((REPO.parent / "shared" / "eval").glob("questions-dev-*.jsonl"))
 
@@ -69,6 +71,26 @@ def tree_pss_mb(pid: int) -> float:
     return total / 1024
 
 
+def adopt_orphans() -> None:
+    """Become the subreaper of every process started from here (Linux), so the CPU time of
+    grandchildren whose parent exits without waiting for them (multiprocessing's fork server
+    and the parse workers it forks) is counted once they are reaped here."""
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None).prctl(_PR_SET_CHILD_SUBREAPER, 1)
+
+
+def reap_orphans(limit_s: float = 10.0) -> None:
+    """Wait (bounded) for adopted processes to end, adding their CPU time to RUSAGE_CHILDREN."""
+    end = time.monotonic() + limit_s
+    while time.monotonic() < end:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            time.sleep(0.01)
+
+
 def run_measured(cmd: list[str], env: dict[str, str] | None = None) -> dict[str, float]:
     """Run one whole process to its end: wall time, CPU seconds of it and every descendant it
     reaped, and the peak RSS of all its processes together (sampled every 20 ms)."""
@@ -91,6 +113,7 @@ def run_measured(cmd: list[str], env: dict[str, str] | None = None) -> dict[str,
     wall = time.perf_counter() - t0
     stop.set()
     sampler.join()
+    reap_orphans()
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
         raise SystemExit(f"{Path(cmd[0]).name} failed: {err.decode(errors='replace')[-2000:]}")
@@ -328,6 +351,7 @@ def main() -> None:
         "--compare-only", action="store_true", help="only the side-by-side full-index rounds"
     )
     args = ap.parse_args()
+    adopt_orphans()
     questions = [
         json.loads(line)["question"]
         for f in args.questions
