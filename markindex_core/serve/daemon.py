@@ -864,22 +864,33 @@ def run_daemon(
         raise daemon.fatal
 
 
+def _stop_on_signals(loop: asyncio.AbstractEventLoop, stop: asyncio.Event) -> list[int]:
+    """Set `stop` on SIGTERM and SIGINT; returns the signals handled. A loop that cannot handle
+    signals (outside the main thread, or a platform without them) is told so in the log: the
+    daemon then stops only when its caller or `ended` says so."""
+    installed: list[int] = []
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        try:
+            loop.add_signal_handler(sig, stop.set)
+        except (NotImplementedError, RuntimeError, ValueError) as exc:
+            log.info("cannot stop on %s in this thread or platform: %s", sig.name, exc)
+            continue
+        installed.append(sig)
+    return installed
+
+
 async def _until_signal(main: Callable[[], Awaitable[None]], daemon: Daemon) -> None:
     """Run `main`, cancelling it cleanly on SIGTERM or SIGINT, or when the daemon gave up."""
     loop = asyncio.get_running_loop()
     task = asyncio.ensure_future(main())
     stop = asyncio.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        # Loops without signal support (not the main thread, other platforms) just skip this.
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(sig, stop.set)
+    installed = _stop_on_signals(loop, stop)
     waiters = {asyncio.ensure_future(stop.wait()), asyncio.ensure_future(daemon.ended.wait())}
     try:
         await asyncio.wait({task, *waiters}, return_when=asyncio.FIRST_COMPLETED)
     finally:
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            with contextlib.suppress(NotImplementedError, RuntimeError):
-                loop.remove_signal_handler(sig)
+        for sig in installed:
+            loop.remove_signal_handler(sig)
         for waiter in waiters:
             waiter.cancel()
     if task.done():
