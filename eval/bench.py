@@ -36,39 +36,37 @@ DEFAULT_CORPUS = REPO.parent / "shared" / "corpus"
 DEFAULT_QUESTIONS = sorted((REPO.parent / "shared" / "eval").glob("questions-dev-*.jsonl"))
 
 
-def tree_rss_mb(pid: int) -> float:
-    """Resident memory of a process and all its descendants, in MB."""
-    total = 0
-    pids = [pid]
-    while pids:
-        p = pids.pop()
+def _tree(pid: int) -> list[int]:
+    """A process and all its descendants (those still running)."""
+    found, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        found.append(p)
         try:
-            with open(f"/proc/{p}/status", encoding="utf-8") as fh:
-                for line in fh:
-                    if line.startswith("VmRSS:"):
-                        total += int(line.split()[1])
             with open(f"/proc/{p}/task/{p}/children", encoding="utf-8") as fh:
-                pids.extend(int(c) for c in fh.read().split())
+                todo.extend(int(c) for c in fh.read().split())
         except OSError:
             continue
-    return total / 1024
+    return found
+
+
+def _sum_kb(path: str, field: str) -> int:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return sum(int(line.split()[1]) for line in fh if line.startswith(field))
+    except OSError:  # the process ended meanwhile
+        return 0
+
+
+def tree_rss_mb(pid: int) -> float:
+    """Resident memory of a process and all its descendants, in MB."""
+    return sum(_sum_kb(f"/proc/{p}/status", "VmRSS:") for p in _tree(pid)) / 1024
 
 
 def tree_pss_mb(pid: int) -> float:
     """Proportional memory of a process and its descendants, in MB: shared pages (the fork
     server's preloaded modules in every parse worker) counted once, unlike a sum of RSS."""
-    total = 0
-    pids = [pid]
-    while pids:
-        p = pids.pop()
-        try:
-            with open(f"/proc/{p}/smaps_rollup", encoding="utf-8") as fh:
-                total += sum(int(line.split()[1]) for line in fh if line.startswith("Pss:"))
-            with open(f"/proc/{p}/task/{p}/children", encoding="utf-8") as fh:
-                pids.extend(int(c) for c in fh.read().split())
-        except OSError:
-            continue
-    return total / 1024
+    return sum(_sum_kb(f"/proc/{p}/smaps_rollup", "Pss:") for p in _tree(pid)) / 1024
 
 
 def adopt_orphans() -> None:

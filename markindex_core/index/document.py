@@ -72,7 +72,6 @@ def _group(sections: list[Section], passages: list[Passage]) -> list[tuple[Secti
 
 
 def _section_terms(sec: Section, passages: list[Passage]) -> tuple[str, str, str]:
-    title = "" if sec.kind == "chunk" else segment.terms_text(sec.title)
-    keys = segment.terms_text(" \n ".join(sec.key_items)) if sec.key_items else ""
+    title, keys = segment.heading_terms(sec.title, sec.key_items, chunk=sec.kind == "chunk")
     body = " ".join(p.terms for p in passages)
     return title, keys, body

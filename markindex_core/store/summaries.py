@@ -7,7 +7,7 @@ run that is stopped midway keeps every batch it finished.
 A node's summary is searchable: it fills the `summary` column of the node's row in `node_fts`
 (weight 2). That table is contentless, so a row can only be replaced whole: its title, merged
 headings and body terms are computed again here from the stored lines, exactly as the indexer
-computed them (`segment.terms_text` of each passage's lines, joined by spaces).
+computed them (`segment.heading_terms`, and `segment.terms_text` of each passage's lines joined by spaces).
 """
 
 from __future__ import annotations
@@ -94,9 +94,9 @@ def _set_node_summary(store: Store, rowid: int, text: str) -> None:
     if found is None:
         return
     kind, title, key_items, doc_id = found
-    items = json.loads(key_items)
-    t_title = "" if kind == "chunk" else segment.terms_text(str(title))
-    t_keys = segment.terms_text(" \n ".join(items)) if items else ""
+    t_title, t_keys = segment.heading_terms(
+        str(title), json.loads(key_items), chunk=kind == "chunk"
+    )
     bodies = [
         segment.terms_text("\n".join(store.read_lines(int(doc_id), int(a), int(b))))
         for a, b in list(

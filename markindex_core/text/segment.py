@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import lru_cache
 from itertools import chain
 
@@ -124,6 +124,14 @@ def terms(text: str) -> list[str]:
 def terms_text(text: str) -> str:
     """Terms joined by spaces: what is inserted into the FTS5 tables."""
     return " ".join(terms(text))
+
+
+def heading_terms(title: str, key_items: Sequence[str], *, chunk: bool) -> tuple[str, str]:
+    """A node's title and keyItems terms, as its FTS row holds them. A chunk's title repeats its
+    parent's, so it is not searched a second time."""
+    title_terms = "" if chunk else terms_text(title)
+    key_terms = terms_text(" \n ".join(key_items)) if key_items else ""
+    return title_terms, key_terms
 
 
 def word_groups(text: str, stop: Callable[[str], bool] | None = None) -> list[list[str]]:
