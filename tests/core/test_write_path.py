@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import pickle
+import re
+import unicodedata
 from pathlib import Path
 
 import apsw
-from hypothesis import given, settings
+import pytest
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from markindex_core.config import TreeParams
@@ -15,6 +18,7 @@ from markindex_core.index.workers import Job, WorkerPool, load, pack, unpack
 from markindex_core.model import ParsedDocument, SkippedFile
 from markindex_core.store.db import Store
 from markindex_core.text import segment
+from markindex_core.text.tokens import estimate_tokens
 
 from .helpers import make_library
 
@@ -82,3 +86,59 @@ def test_given_row_ids_link_nodes_passages_and_search_rows(tmp_path: Path) -> No
     assert store.scalar(wrong + " WHERE n.doc_id != p.doc_id") == 0
     assert store.scalar("SELECT count(*) FROM passages") == sum(len(d.passages) for d in docs)
     store.close()
+
+
+_MIXED = st.text(
+    alphabet=st.one_of(
+        st.characters(max_codepoint=0x2FF),  # ASCII, Latin letters, combining marks
+        st.characters(min_codepoint=0x2000, max_codepoint=0x206F),  # general punctuation
+        st.characters(min_codepoint=0x3000, max_codepoint=0x303F),  # CJK punctuation
+        st.characters(min_codepoint=0x4E00, max_codepoint=0x4E40),  # ideographs
+        st.characters(min_codepoint=0xF900, max_codepoint=0xF920),  # compatibility ideographs
+        st.characters(min_codepoint=0xFF00, max_codepoint=0xFFEF),  # full-width forms
+    ),
+    max_size=60,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_MIXED)
+def test_fast_nfkc_equals_unicodedata(text: str) -> None:
+    assert segment.nfkc(text) == unicodedata.normalize("NFKC", text)
+
+
+def test_fast_nfkc_on_every_replaced_character_and_its_neighbours() -> None:
+    for ch in segment._WIDTH_FORMS:
+        for text in (ch, f"a{ch}\u0301", f"中{ch}文", f"\u0041{ch}\u030a", f"{ch}{ch}"):
+            assert segment.nfkc(text) == unicodedata.normalize("NFKC", text), repr(text)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_MIXED)
+def test_terms_text_is_the_terms_joined(text: str) -> None:
+    assert segment.terms_text(text) == " ".join(segment.terms(text))
+
+
+def test_terms_text_stays_right_when_its_word_cache_starts_over(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(segment, "SEGMENT_CACHE_WORDS", 50)
+    segment._joined.clear()
+    for i in range(6):  # 6 texts of 20 new words each: the cache starts over twice
+        words = [f"Word{i}x{k}_part{k % 7} v{k}.{i}" for k in range(10)]
+        text = " ".join(words) + " 中文 TiDB"
+        assert segment.terms_text(text) == " ".join(segment.terms(text))
+        assert 0 < len(segment._joined) <= 50
+    segment._joined.clear()
+
+
+@settings(max_examples=300, deadline=None)
+@given(_MIXED)
+@example("第一条 为了规范 TiDB 的设置。")
+@example("ひらがな한국어漢字")
+def test_token_estimate_counts_each_cjk_character_once(text: str) -> None:
+    cjk = sum(1 for ch in text if _TOKEN_CJK.match(ch))
+    assert estimate_tokens(text) == cjk + (len(text) - cjk + 3) // 4
+
+
+_TOKEN_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
