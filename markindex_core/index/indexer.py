@@ -4,7 +4,8 @@ Each document is written whole inside a transaction (a batch of whole documents 
 a crash at any moment leaves an index that opens, and the next run completes the work.
 
 Who owns what: an `Indexer` and its `Store` belong to the one thread that calls `run` (the CLI's
-main thread, the daemon's writer thread, a terminal app worker); nothing here starts threads.
+main thread, the daemon's writer thread, a terminal app worker). A full build hands its writes to a
+thread of its own for the run (see writer.py); the store is used by that thread alone meanwhile.
 Parsing runs in child processes owned by one `WorkerPool` per run (see workers.py), all stopped
 and reaped before `run` returns or raises. How they start is the caller's explicit choice,
 `start_method`: "forkserver" (the default) is safe in any process; "fork" starts faster but is
@@ -59,6 +60,7 @@ from markindex_core.index.workers import (
     load,
     read_regular,
 )
+from markindex_core.index.writer import RunWriter
 from markindex_core.model import ParsedDocument, SkippedFile
 from markindex_core.store.db import DocState, Store
 from markindex_core.store.lock import WriterLock
@@ -322,37 +324,38 @@ class Indexer:
         batch: list[ParsedDocument] = []
         batch_bytes = 0
         limit = BATCH_DOCS if len(todo) > BATCH_DOCS else 1
-
-        def flush() -> None:
-            nonlocal batch, batch_bytes
-            if batch:
-                self.store.write_documents(batch)
-                batch, batch_bytes = [], 0
-
+        # A thread writes while results are read, unless workers are forked (not safe with threads).
+        threaded = limit > 1 and self.workers > 1 and self.start_method != "fork"
         sizes = {rel: files[rel].size for rel in todo}
-        for done, result in enumerate(self._results(jobs, sizes), start=1):
-            if isinstance(result, Vanished):
-                self.store.delete_documents([result.rel])  # also forgets a recorded skip
-                if result.rel in states:
-                    report.removed.append(result.rel)
-            elif isinstance(result, SkippedFile):
-                st = files[result.path]
-                if skipped.get(result.path) != (st.size, st.mtime_ns, result.reason):
-                    self.store.record_skipped(result.path, result.reason, st.size, st.mtime_ns)
-                report.skipped.append((result.path, result.reason))
-                if result.path in states:
-                    report.removed.append(result.path)
-            else:
-                known = result.path in states or result.path in rebuilt
-                (report.updated if known else report.added).append(result.path)
-                report.warnings.extend((result.path, w) for w in result.warnings)
-                batch.append(result)
-                batch_bytes += result.size
-                if len(batch) >= limit or batch_bytes >= BATCH_BYTES:
-                    flush()
-            if progress:
-                progress(done, len(jobs), getattr(result, "path", getattr(result, "rel", "")))
-        flush()
+        store = self.store
+        with RunWriter(threaded=threaded) as writer:
+            for done, result in enumerate(self._results(jobs, sizes), start=1):
+                if isinstance(result, Vanished):
+                    writer.submit(store.delete_documents, [result.rel])  # forgets a recorded skip
+                    if result.rel in states:
+                        report.removed.append(result.rel)
+                elif isinstance(result, SkippedFile):
+                    st = files[result.path]
+                    if skipped.get(result.path) != (st.size, st.mtime_ns, result.reason):
+                        writer.submit(
+                            store.record_skipped, result.path, result.reason, st.size, st.mtime_ns
+                        )
+                    report.skipped.append((result.path, result.reason))
+                    if result.path in states:
+                        report.removed.append(result.path)
+                else:
+                    known = result.path in states or result.path in rebuilt
+                    (report.updated if known else report.added).append(result.path)
+                    report.warnings.extend((result.path, w) for w in result.warnings)
+                    batch.append(result)
+                    batch_bytes += result.size
+                    if len(batch) >= limit or batch_bytes >= BATCH_BYTES:
+                        writer.submit(store.write_documents, batch)
+                        batch, batch_bytes = [], 0
+                if progress:
+                    progress(done, len(jobs), getattr(result, "path", getattr(result, "rel", "")))
+            if batch:
+                writer.submit(store.write_documents, batch)
         self.tidy(writes=len(todo), force=len(todo) >= 200)
         self.store.checkpoint()
 

@@ -181,7 +181,9 @@ def terms_text(text: str) -> str:
     runs = _CJK_RUN.findall(text)
     if not runs:
         return words
-    chinese = " ".join(t for t in _cutter()[1](" ".join(runs)) if t != " ")
+    # The runs are cut in one call (each call has a fixed cost), joined by single spaces that come
+    # back as " " words: "a   b" once joined, folded back to one space in C, not filtered in Python.
+    chinese = " ".join(_cutter()[1](" ".join(runs))).replace("   ", " ")
     return f"{words} {chinese}" if words and chinese else words or chinese
 
 

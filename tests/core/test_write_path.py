@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pickle
 import re
+import threading
 import unicodedata
 from pathlib import Path
 
@@ -14,7 +15,9 @@ from hypothesis import strategies as st
 
 from markindex_core.config import TreeParams
 from markindex_core.index.document import build_document
+from markindex_core.index.indexer import Indexer, open_for_writing
 from markindex_core.index.workers import Job, WorkerPool, load, pack, unpack
+from markindex_core.index.writer import RunWriter
 from markindex_core.model import ParsedDocument, SkippedFile
 from markindex_core.store.db import Store
 from markindex_core.text import segment
@@ -142,3 +145,80 @@ def test_token_estimate_counts_each_cjk_character_once(text: str) -> None:
 
 
 _TOKEN_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
+
+
+def test_run_writer_runs_calls_in_order_on_its_own_thread() -> None:
+    seen: list[tuple[int, str]] = []
+    with RunWriter(threaded=True) as writer:
+        for i in range(200):
+            writer.submit(lambda i=i: seen.append((i, threading.current_thread().name)))
+    assert [i for i, _ in seen] == list(range(200))
+    assert {name for _, name in seen} == {"markindex-writer"}
+
+
+def test_run_writer_raises_a_failed_call_and_drops_the_rest() -> None:
+    ran: list[int] = []
+
+    def fail() -> None:
+        raise apsw.FullError("database or disk is full")
+
+    with pytest.raises(apsw.FullError), RunWriter(threaded=True) as writer:
+        writer.submit(ran.append, 1)
+        writer.submit(fail)
+        for i in range(2, 50):
+            writer.submit(ran.append, i)
+    assert ran[0] == 1
+    assert len(ran) < 49  # what came after the failure was not all written
+
+
+def test_run_writer_left_on_an_error_finishes_the_running_call_only() -> None:
+    started, release = threading.Event(), threading.Event()
+    done: list[str] = []
+
+    def slow() -> None:
+        started.set()
+        assert release.wait(10)
+        done.append("slow")
+
+    with pytest.raises(KeyboardInterrupt), RunWriter(threaded=True, depth=4) as writer:
+        writer.submit(slow)
+        writer.submit(done.append, "queued")
+        assert started.wait(10)
+        threading.Timer(0.2, release.set).start()
+        raise KeyboardInterrupt
+    assert done == ["slow"]
+
+
+def test_full_build_with_a_writer_thread_equals_one_without(tmp_path: Path) -> None:
+    root = make_library(tmp_path / "lib")
+    for k in range(60):  # more than one batch, so the threaded path is taken
+        (root / f"gen{k}.md").write_text(
+            f"# Doc {k}\n\n## Part\n\n第{k}条 规定 TiDB tidb_mem_quota_query {k}。\n\n- item {k}\n",
+            encoding="utf-8",
+        )
+    dumps = []
+    for threaded in (True, False):
+        store, lock = open_for_writing(tmp_path / f"{threaded}.db")
+        indexer = Indexer(root, store, workers=2 if threaded else 1)
+        report = indexer.run()
+        assert not report.skipped and len(report.added) >= 60
+        dumps.append(_content(store.conn))
+        store.close()
+        lock.release()
+    assert dumps[0] == dumps[1]
+
+
+def _content(conn: apsw.Connection) -> list[tuple[object, ...]]:
+    rows: list[tuple[object, ...]] = []
+    for sql in (
+        "SELECT path, title, hash, line_count FROM documents ORDER BY path",
+        "SELECT d.path, n.ordinal, n.title, n.start_line, n.end_line FROM nodes n"
+        " JOIN documents d ON d.id = n.doc_id ORDER BY d.path, n.ordinal",
+        "SELECT d.path, p.start_line, p.end_line FROM passages p"
+        " JOIN documents d ON d.id = p.doc_id ORDER BY d.path, p.start_line",
+        "SELECT d.path, count(*) FROM passage_fts f JOIN passages p ON p.id = f.rowid"
+        " JOIN documents d ON d.id = p.doc_id WHERE passage_fts MATCH 'tidb' GROUP BY d.path"
+        " ORDER BY d.path",
+    ):
+        rows.extend(tuple(r) for r in conn.execute(sql))
+    return rows
