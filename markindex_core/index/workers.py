@@ -156,7 +156,7 @@ def pack(result: Result) -> object:
         d.front_matter,
         (len(d.lines), "\n".join(d.lines)),
         [tuple(getattr(s, name) for name in _SECTION_FIELDS) for s in d.sections],
-        [(p.node_index, p.start_line, p.end_line, p.terms) for p in d.passages],
+        [tuple(p) for p in d.passages],
         [(title, keys) for title, keys, _ in d.section_terms],
         d.links,
         d.warnings,
@@ -169,7 +169,7 @@ def unpack(packed: object) -> Result:
         return packed  # type: ignore[return-value]
     head, front_matter, (n_lines, text), sections, passages, heads, links, warnings = packed
     path, content_hash, size, mtime_ns, encoding, title, description = head
-    plist = [Passage(*p) for p in passages]
+    plist = list(map(Passage._make, passages))
     bodies: list[list[str]] = [[] for _ in sections]
     for p in passages:
         bodies[p[0]].append(p[3])
