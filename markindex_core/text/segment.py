@@ -129,6 +129,8 @@ def _stem(word: str) -> str:
 @lru_cache(maxsize=65536)
 def _word_terms(word: str) -> tuple[str, ...]:
     """A word or identifier (original case) -> whole lowercased form, then its (stemmed) parts."""
+    if word.isalpha() and word.islower():  # the common case: one plain word, its stem
+        return (_stem(word),)
     lower = word.lower()
     parts: list[str] = []
     for piece in _CONNECTOR.split(word):
