@@ -369,20 +369,20 @@ def _pick_passages(
 
     A passage next to an earlier pick of its node joins that pick's range while the range stays
     within MERGE_MAX_LINES: one citation that covers both reads better than two that each miss
-    a few lines of the answer, and it frees a slot for another section. The walk goes at least
-    MERGE_WINDOW picks deep whatever the limit, so the top results cite the same lines for
-    every limit.
+    a few lines of the answer, and it frees a slot for another section. Only passages met before
+    the MERGE_WINDOW-th pick join: the first picks cite the same lines whatever the limit, and a
+    passage ranked far below does not widen the evidence.
     """
     chosen: list[_Pick] = []
     per_node: dict[int, int] = {}
     used: set[int] = set()
-    depth = max(limit, MERGE_WINDOW)
+    depth = max(limit, MERGE_WINDOW)  # a limit below the window still sees the same merges
     for score, pid in ranked:
         node = passages[pid].node_rowid
         if pid in used:
             continue
         start, end = _grow(passages, pid, used)
-        if _merge(chosen, pid, node, (start, end), prose):
+        if len(chosen) < MERGE_WINDOW and _merge(chosen, pid, node, (start, end), prose):
             continue
         if per_node.get(node, 0) >= PASSAGES_PER_NODE:
             continue
