@@ -71,3 +71,15 @@ def test_prose_is_neither_an_article_nor_mostly_chinese() -> None:
     assert not is_prose("第十二条 旧密钥继续有效。")
     assert not is_prose("**第三条** Keys rotate nightly.")
     assert not is_prose("旧密钥在轮换后继续有效一日，轮换不得中断已经建立的会话。")
+
+
+def test_the_first_results_cite_the_same_lines_whatever_the_limit(tmp_path: Path) -> None:
+    lib = _library(tmp_path, {"guide.md": GUIDE})
+    query = "zorblax rotation old keys valid"
+    wide = lib.search(query, limit=10).hits
+    for limit in (1, 2, 5):
+        assert [h.citation for h in lib.search(query, limit=limit).hits] == [
+            h.citation for h in wide[:limit]
+        ]
+    assert wide[0].citation == "[guide.md, L5-9]"
+    lib.close()
