@@ -96,12 +96,12 @@ def override(pairs: list[str]) -> None:
     """Set ranking constants (NAME=VALUE, VALUE a Python literal) for a what-if run."""
     import ast
 
-    from markindex_core.search import rerank, searcher
+    from markindex_core.search import evidence, rerank, searcher
     from markindex_core.store import search_queries
 
     for pair in pairs:
         name, _, value = pair.partition("=")
-        modules = [m for m in (searcher, rerank, search_queries) if hasattr(m, name)]
+        modules = [m for m in (searcher, rerank, evidence, search_queries) if hasattr(m, name)]
         if not modules:
             raise SystemExit(f"no ranking constant {name}")
         for module in modules:
@@ -121,7 +121,7 @@ def main() -> None:
         action="append",
         default=[],
         metavar="NAME=VALUE",
-        help="override a ranking constant (searcher, rerank, search queries) for this run",
+        help="override a ranking constant (searcher, rerank, evidence, search queries) for this run",
     )
     ap.add_argument("--out", type=Path, help="write the full report of all questions as JSON")
     args = ap.parse_args()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -19,6 +20,9 @@ from markindex_core.config import (
     EXPAND_MAX_LINES,
     EXPAND_RATIO,
     MAX_QUERY_GROUPS,
+    MERGE_GAP_LINES,
+    MERGE_MAX_LINES,
+    MERGE_WINDOW,
     MIN_RANKED_WORDS,
     NODE_SHARE,
     PASSAGES_PER_NODE,
@@ -28,6 +32,7 @@ from markindex_core.config import (
     SNIPPET_CHARS,
     STRICT_ENOUGH,
 )
+from markindex_core.search.evidence import is_prose
 from markindex_core.search.rerank import by_document, demote_contents
 from markindex_core.store.db import Store, connect
 from markindex_core.store.outline import title_path
@@ -215,7 +220,8 @@ class Searcher:
         ranked = _blend(passages, node_scores, top_node, boost or set())
         ranked = demote_contents(ranked, self.queries.passage_texts)
         ranked = by_document(ranked, {pid: p.doc_id for pid, p in passages.items()})
-        chosen = _choose(ranked, passages, node_scores, top_node, limit)
+        prose = _ProseCheck(self.queries.passage_texts)
+        chosen = _choose(ranked, passages, node_scores, top_node, limit, prose)
         hits = (self._hit(pick, terms) for pick in chosen)
         return [h for h in hits if h is not None]
 
@@ -292,6 +298,7 @@ class _Pick:
     node_rowid: int
     start: int
     end: int
+    pid: int = 0  # the passage that ranked it (0: matched by its title)
 
 
 def _relaxed_notice(found: int, words: int) -> str:
@@ -312,10 +319,11 @@ def _choose(
     node_scores: dict[int, float],
     top_node: float,
     limit: int,
+    prose: Callable[[int], bool],
 ) -> list[_Pick]:
     """The best `limit` results: passages (`ranked`, best first), then sections matched only by
     their title."""
-    chosen = _pick_passages(ranked, passages, limit)
+    chosen = _pick_passages(ranked, passages, limit, prose)
     if len(chosen) < limit:  # sections matched only by their title or merged headings
         shown = {c.node_rowid for c in chosen}
         for node, nscore in sorted(node_scores.items(), key=lambda kv: -kv[1]):
@@ -352,22 +360,76 @@ def _blend(
 
 
 def _pick_passages(
-    ranked: list[tuple[float, int]], passages: dict[int, PassageScore], limit: int
+    ranked: list[tuple[float, int]],
+    passages: dict[int, PassageScore],
+    limit: int,
+    prose: Callable[[int], bool],
 ) -> list[_Pick]:
-    """Walk the ranking: at most PASSAGES_PER_NODE per node, each grown over good neighbours."""
+    """Walk the ranking: at most PASSAGES_PER_NODE per node, each grown over good neighbours.
+
+    A passage next to an earlier pick of its node joins that pick's range while the range stays
+    within MERGE_MAX_LINES: one citation that covers both reads better than two that each miss
+    a few lines of the answer, and it frees a slot for another section. Only passages met before
+    the MERGE_WINDOW-th pick join: the first picks cite the same lines whatever the limit, and a
+    passage ranked far below does not widen the evidence.
+    """
     chosen: list[_Pick] = []
     per_node: dict[int, int] = {}
     used: set[int] = set()
+    depth = max(limit, MERGE_WINDOW)  # a limit below the window still sees the same merges
     for score, pid in ranked:
         node = passages[pid].node_rowid
-        if pid in used or per_node.get(node, 0) >= PASSAGES_PER_NODE:
+        if pid in used:
             continue
         start, end = _grow(passages, pid, used)
+        if len(chosen) < MERGE_WINDOW and _merge(chosen, pid, node, (start, end), prose):
+            continue
+        if per_node.get(node, 0) >= PASSAGES_PER_NODE:
+            continue
         per_node[node] = per_node.get(node, 0) + 1
-        chosen.append(_Pick(score, node, start, end))
-        if len(chosen) >= limit:
+        chosen.append(_Pick(score, node, start, end, pid))
+        if len(chosen) >= depth:
             break
-    return chosen
+    return chosen[:limit]
+
+
+def _merge(
+    chosen: list[_Pick],
+    pid: int,
+    node: int,
+    span: tuple[int, int],
+    prose: Callable[[int], bool],
+) -> bool:
+    """Widen an earlier pick of `node` over `span` when the two are near, the union stays short
+    and both are prose (a law article's neighbour is another article); whether it did."""
+    start, end = span
+    for i, c in enumerate(chosen):
+        if c.node_rowid != node:
+            continue
+        lo, hi = min(c.start, start), max(c.end, end)
+        gap = max(c.start, start) - min(c.end, end) - 1
+        if gap > MERGE_GAP_LINES or hi - lo + 1 > MERGE_MAX_LINES:
+            continue
+        if prose(c.pid) and prose(pid):
+            chosen[i] = _Pick(c.score, node, lo, hi, c.pid)
+            return True
+    return False
+
+
+class _ProseCheck:
+    """Whether a passage is prose (see `evidence.is_prose`), its text read once when asked."""
+
+    def __init__(self, texts: Callable[[list[int]], dict[int, str]]) -> None:
+        self._texts = texts
+        self._known: dict[int, bool] = {}
+
+    def __call__(self, pid: int) -> bool:
+        if pid not in self._known:
+            self._known[pid] = is_prose(self.text(pid))
+        return self._known[pid]
+
+    def text(self, pid: int) -> str:
+        return self._texts([pid]).get(pid, "")
 
 
 def _grow(passages: dict[int, PassageScore], pid: int, used: set[int]) -> tuple[int, int]:
