@@ -20,6 +20,7 @@ from typing import Protocol
 
 from markdown_it.common.utils import MD_TRIM_CHARS, mdTrim
 from markdown_it.rules_block.html_block import HTML_SEQUENCES
+from markdown_it.rules_block.table import MAX_AUTOCOMPLETED_CELLS, escapedSplit, headerLineRe
 
 _SPACE = " \t"
 # First characters of a line after a blank line that could continue a top-level list (items,
@@ -50,6 +51,9 @@ class BlockSink(Protocol):
 
     def inline_line(self, line: int) -> None:
         """A line of paragraph or heading text inside a list (it holds a link)."""
+
+    def inline_text(self, line: int, content: str) -> None:
+        """Inline text on one line (a table cell) as markdown-it would hand it on."""
 
     def region(self, start: int, end: int) -> bool:
         """Parse lines [start, end) with markdown-it-py; False if the cut is not safe."""
@@ -180,6 +184,38 @@ def _text_line(line: str, content: int) -> bool:
     return bool(rest.strip(MD_TRIM_CHARS))
 
 
+def _delimiter_columns(line: str) -> int:
+    """Columns of a table delimiter row as markdown-it's table rule reads it, 0 if it is none."""
+    pos, col = _indent(line)
+    rest = line[pos:]
+    if col >= 4 or len(rest) < 2 or rest[0] not in "|-:" or rest[1] not in "|-: \t":
+        return 0
+    if (rest[0] == "-" and rest[1] in _SPACE) or rest.strip("|-: \t"):
+        return 0
+    columns = rest.split("|")
+    count = 0
+    for k, column in enumerate(columns):
+        cell = mdTrim(column)
+        if not cell:
+            if k == 0 or k == len(columns) - 1:
+                continue
+            return 0
+        if not headerLineRe.search(cell):
+            return 0
+        count += 1
+    return count
+
+
+def _row_cells(text: str) -> list[str]:
+    """A trimmed table row split into cells at unescaped pipes, without the outer empty ones."""
+    cells = escapedSplit(text)
+    if cells and cells[0] == "":
+        cells.pop(0)
+    if cells and cells[-1] == "":
+        cells.pop()
+    return cells
+
+
 class _Scanner:
     """Walks the lines once; each method handles one construct and returns the next line."""
 
@@ -222,8 +258,9 @@ class _Scanner:
             return i + 1
         if col >= 4:
             return self._code(i)
-        if self._table_at(i):
-            return self._region(i)
+        columns = self._table_columns(i)
+        if columns:
+            return self._table(i, columns)
         if line[pos] == ">":
             return self._blockquote(i)
         fence = fence_opener(line, pos)
@@ -254,6 +291,52 @@ class _Scanner:
             and i + 1 < self.n
             and _DELIMITER_ROW.fullmatch(self.lines[i + 1]) is not None
         )
+
+    def _table_columns(self, i: int) -> int:
+        """Column count when a table starts at line i (markdown-it's table rule), else 0."""
+        if i + 1 >= self.n or "|" not in self.lines[i]:
+            return 0
+        count = _delimiter_columns(self.lines[i + 1])
+        if not count:
+            return 0
+        line = self.lines[i]
+        pos, col = _indent(line)
+        if col >= 4 or "|" not in mdTrim(line[pos:]):
+            return 0
+        return count if len(_row_cells(mdTrim(line[pos:]))) == count else 0
+
+    def _table(self, i: int, columns: int) -> int:
+        """A table: its header row, delimiter row and body rows up to what ends it."""
+        self.sink.leaf(i)
+        self._cells(i, columns)
+        filled = 0  # markdown-it stops a table that would autocomplete too many cells
+        j = i + 2
+        while j < self.n:
+            line = self.lines[j]
+            pos, col = _indent(line)
+            if col >= 4 or pos == len(line) or self._interrupts(line, pos, any_list=True):
+                break
+            text = mdTrim(line[pos:])
+            if not text:
+                break
+            cells = _row_cells(text)
+            filled += columns - len(cells)
+            if filled > MAX_AUTOCOMPLETED_CELLS:
+                break
+            self._cells(j, columns, cells)
+            j += 1
+        return j
+
+    def _cells(self, line: int, columns: int, cells: list[str] | None = None) -> None:
+        """Hand on the inline text of a row's first `columns` cells when it may hold a link."""
+        text = self.lines[line]
+        if "](" not in text:
+            return
+        if cells is None:
+            cells = _row_cells(mdTrim(text[_indent(text)[0] :]))
+        for cell in cells[:columns]:
+            if "](" in cell:
+                self.sink.inline_text(line, mdTrim(cell))
 
     def _blockquote(self, i: int) -> int:
         """A block quote whose every line starts with ">" up to a blank line (no lazy lines)."""
@@ -391,8 +474,8 @@ class _Scanner:
             if pos == len(line):
                 break
             if col < 4:
-                if self._table_at(j):
-                    return self._region(start)
+                if self._table_columns(j):
+                    break
                 if self.setext and _setext_marker(line, pos):
                     return self._setext(start, j)
                 if self._interrupts(line, pos):
@@ -401,14 +484,15 @@ class _Scanner:
         self.sink.paragraph(start, j)
         return j
 
-    def _interrupts(self, line: str, pos: int) -> bool:
-        """Whether the line ends a paragraph (markdown-it's paragraph terminators)."""
+    def _interrupts(self, line: str, pos: int, *, any_list: bool = False) -> bool:
+        """Whether the line ends a paragraph (markdown-it's paragraph terminators but tables);
+        with `any_list` every list item ends it (as for a table or an outdented line)."""
         ch = line[pos]
         if ch == ">" or fence_opener(line, pos) or is_thematic_break(line, pos):
             return True
         marker = _MARKER.match(line, pos)
         if marker:
-            return _list_interrupts(line, pos, marker.group())
+            return any_list or _list_interrupts(line, pos, marker.group())
         if ch == "<":
             html = _html_end(line, pos)
             return bool(html and html[1])

@@ -143,6 +143,10 @@ class _Collector:
         if self.has_links:
             self._links_of(self.lines[line], line)
 
+    def inline_text(self, line: int, content: str) -> None:
+        if self.has_links:
+            self._links_of(content, line)
+
     def region(self, start: int, end: int) -> bool:
         env: dict[str, Any] = {}
         text = "\n".join(self.lines[start:end]) + "\n"

@@ -122,10 +122,58 @@ LIST_MAKERS = [
 ]
 
 
+TABLE_CELLS = ["", " ", "a", " {w} ", "{l}", "x\\|y", "[a](b\\|c.md)", "\\", "`|`", "\u3000"]
+DELIMITER_ROWS = [
+    "|---|---|",
+    "--|--",
+    "| :-- | --: |",
+    ":-:|:-",
+    "---",
+    "|-|",
+    "| --- |",
+    "- | -",
+    "-|-|-",
+    "--||--",
+    "|:-:|:-:|:-:|",
+    "|--- |---|\t",
+    "  |--|--|",
+    "    |--|--|",
+    "|-x-|--|",
+    "|",
+    "-:",
+    "--|--\u3000",
+]
+TABLE_LINES = [
+    "{row}",
+    "{row}",
+    "{row}",
+    "  {row}",
+    "    {row}",
+    "\t{row}",
+    "{w} {l}",
+    "> {row}",
+    "- {row}",
+    "2. {row}",
+    "-",
+    "# {row}",
+    "```",
+    "<div>",
+    "<span>{w}",
+    "***",
+    "---",
+    "===",
+    "[ref]: r.md",
+    "",
+    "\u3000",
+]
+
+
 def random_document(rng: random.Random) -> str:
     """A short document mixing block constructs in ways that stress where blocks end."""
     if rng.random() < 0.3:
         return _random_list(rng)
+    if rng.random() < 0.2:
+        return _random_tables(rng)
     lines: list[str] = []
     if rng.random() < 0.3:
         lines += ["---" + rng.choice(["", "-", " ", "x"]), "title: " + rng.choice(WORDS)]
@@ -154,6 +202,34 @@ def _random_list(rng: random.Random) -> str:
         line = rng.choice(LIST_MAKERS).format(w=rng.choice(WORDS), l=rng.choice(LINKS))
         lines.append(" " * rng.choice([0, 0, 0, 1, 2, 2, 3, 4, 4, 5, 6, 8]) + line)
     return "\n".join(lines) + "\n"
+
+
+def _table_row(rng: random.Random) -> str:
+    cells = [
+        rng.choice(TABLE_CELLS).format(w=rng.choice(WORDS), l=rng.choice(LINKS))
+        for _ in range(rng.choice([1, 1, 2, 2, 2, 3, 4]))
+    ]
+    row = "|".join(cells)
+    if rng.random() < 0.6:
+        row = "| " + row + " |"
+    elif rng.random() < 0.3:
+        row += "|"
+    return row
+
+
+def _random_tables(rng: random.Random) -> str:
+    """Header rows, delimiter rows of many shapes, body rows and what ends a table."""
+    lines: list[str] = []
+    for _ in range(rng.randint(1, 6)):
+        if rng.random() < 0.4:
+            lines.append(rng.choice(WORDS) + " " + rng.choice(LINKS))
+        lines += [_table_row(rng), rng.choice(DELIMITER_ROWS)]
+        for _ in range(rng.randint(0, 5)):
+            template = rng.choice(TABLE_LINES)
+            lines.append(
+                template.format(row=_table_row(rng), w=rng.choice(WORDS), l=rng.choice(LINKS))
+            )
+    return "\n".join(lines) + rng.choice(["", "\n"])
 
 
 def assert_same(text: str, path: str = "dir/doc.md") -> None:
@@ -191,6 +267,43 @@ def test_generated_documents_match_markdown_it() -> None:
     ],
 )
 def test_edge_cases_match_markdown_it(text: str) -> None:
+    assert_same(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # one column, no inner pipe: a table, not a setext heading or a paragraph
+        "| a |\n---\nafter\n",
+        "para\n| a |\n---\n",
+        # a table interrupts a paragraph; a broken delimiter row does not
+        "para\na | b\n--|--\nc | d\n",
+        "para\na | b\n--||--\nc | d\n",
+        "a | b\n- | -\n",
+        "a | b\n-|-|-\n",
+        "    a | b\n--|--\n",
+        "a | b\n    --|--\n",
+        # what ends a table: every list item (even "2." or an empty one), code indent, blank
+        "a | b\n--|--\n2. [x](two.md)\n",
+        "a | b\n--|--\n-\n[x](after.md) | y\n",
+        "a | b\n--|--\n    [x](code.md)\n",
+        "a | b\n--|--\n<span>[x](html.md)\n",
+        "a | b\n--|--\n<div>[x](html.md)\n",
+        "a | b\n--|--\n> [x](quote.md)\n",
+        "a | b\n--|--\n===\n",
+        "a | b\n--|--\n\u3000\n[x](y.md)\n",
+        # cells: extra cells are dropped, escaped pipes are kept in the cell
+        "| a | b |\n|---|---|\n| [x](1.md) | [y](2.md) | [z](3.md) |\n",
+        "a | b\n--|--\n[x](p\\|q.md) | [y](r|s.md)\n",
+        "[h](h.md) | b\n:-:|--:\nx\n",
+        # too many empty cells to fill: markdown-it stops the table
+        pytest.param(
+            "|a" * 300 + "|\n" + "|-" * 300 + "|\n" + "x\n" * 230 + "[x](late.md)\n",
+            id="autocompleted-cells-limit",
+        ),
+    ],
+)
+def test_tables_match_markdown_it(text: str) -> None:
     assert_same(text)
 
 
