@@ -35,6 +35,8 @@ _SIMPLE_ITEM = re.compile(r"( {0,3})([-*+]|[0-9]{1,9}[.)])( {1,4})(?=[^ \t])")
 _NESTED_ITEM = re.compile(r" *(?:[-*+]|[0-9]{1,9}[.)]) {1,4}(?=[^ \t])")
 # A link whose target would start on the next line depends on how lines join into blocks.
 _LINK_AT_END = re.compile(r"\]\(\s*<?$")
+# `_outdented`: the line continues the item's paragraph if that paragraph is still open.
+_LAZY = -2
 
 
 class BlockSink(Protocol):
@@ -216,6 +218,17 @@ def _row_cells(text: str) -> list[str]:
     return cells
 
 
+def _open_paragraph(line: str) -> bool:
+    """Whether a plain text line of a list item (see `_text_line`) surely leaves a paragraph
+    open: not a heading, thematic break or setext underline, after any nested item markers."""
+    item = _NESTED_ITEM.match(line)
+    while item:
+        line = line[item.end() :]
+        item = _NESTED_ITEM.match(line)
+    rest = line.strip(_SPACE)
+    return bool(rest.strip("-=*_" + _SPACE)) and rest[0] != "#"
+
+
 class _Scanner:
     """Walks the lines once; each method handles one construct and returns the next line."""
 
@@ -389,7 +402,8 @@ class _Scanner:
 
     def _has_links(self, start: int, end: int, items: list[tuple[int, int]]) -> bool:
         """True when the list holds links the scanner cannot place (or reference definitions);
-        links that are surely in paragraph or heading text are reported line by line."""
+        links that are surely in paragraph or heading text are reported line by line. Only the
+        items that hold a link need to be plain text: each item is parsed on its own."""
         lines = self.lines[start:end]
         if any("]:" in line for line in lines):
             return True
@@ -397,10 +411,9 @@ class _Scanner:
         if not link_lines:
             return False
         bounds = [*items[1:], (end, 0)]
-        if not all(
-            self._text_only(s, e, col) for (s, col), (e, _) in zip(items, bounds, strict=True)
-        ):
-            return True
+        for (s, col), (e, _) in zip(items, bounds, strict=True):
+            if any("](" in line for line in self.lines[s:e]) and not self._text_only(s, e, col):
+                return True
         for line in link_lines:
             self.sink.inline_line(line)
         return False
@@ -414,6 +427,7 @@ class _Scanner:
         markdown-it can tell."""
         content = items[0][1]
         after_blank = False
+        text_upto = items[0][0]  # the current item is plain text up to this line
         while j < self.n:
             line = self.lines[j]
             pos, col = _indent(line)
@@ -421,28 +435,46 @@ class _Scanner:
                 if self._table_at(j):
                     return -1
                 step = self._outdented(line, pos, col, kind, after_blank)
-                if step <= 0:
+                if step == _LAZY:
+                    text_upto = self._lazy(j, content, text_upto)
+                    if text_upto < 0:
+                        return -1
+                elif step <= 0:
                     return j if step == 0 else -1
-                items.append((j, step))
-                content = step
+                else:
+                    items.append((j, step))
+                    content, text_upto = step, j
             after_blank = pos == len(line)
             j += 1
         return self.n
 
     def _outdented(self, line: str, pos: int, col: int, kind: str, after_blank: bool) -> int:
         """For a line left of the item's content: the next item's content column, 0 when the
-        list ends here, -1 when it might be a lazy continuation or is not a simple item."""
+        list ends here, -1 when only markdown-it can tell, _LAZY when it is a lazy
+        continuation line if the item's last line is open paragraph text."""
         if col <= 3 and is_thematic_break(line, pos):
             return 0
         marker = _MARKER.match(line, pos) if col <= 3 else None
         if marker and marker.group()[-1] == kind:
             item = _SIMPLE_ITEM.match(line)
             return item.end() if item else -1
-        return 0 if marker or after_blank else -1
+        if marker or after_blank:
+            return 0
+        if col > 3 and _MARKER.match(line, pos):
+            return -1  # a nested item or lazy text, depending on the lists around it
+        if self._interrupts(line, pos, any_list=True):
+            return 0  # ends what is open in the item, the item and (not an item) the list
+        return _LAZY
 
-    def _has_inline_refs(self, start: int, end: int) -> bool:
-        """Links or reference definitions inside a list need markdown-it's inline text."""
-        return any("](" in line or "]:" in line for line in self.lines[start:end])
+    def _lazy(self, j: int, content: int, text_upto: int) -> int:
+        """Line j (left of the item's content, after a non-blank line) continues the item's
+        last paragraph when the item is plain text so far and its last line is open paragraph
+        text. Returns the line up to which the item is known to be plain text, -1 if unsure."""
+        if not _open_paragraph(self.lines[j - 1]):
+            return -1
+        if not self._text_only(text_upto, j, content):
+            return -1
+        return j + 1
 
     def _code(self, i: int) -> int:
         """An indented code block: runs over blank lines, ends before a less indented line."""

@@ -12,8 +12,9 @@ import random
 
 import pytest
 
+from markindex_core.index.blocks import scan_blocks, split_source_lines
 from markindex_core.index.decode import decode
-from markindex_core.index.markdown import parse_markdown, parse_markdown_oracle
+from markindex_core.index.markdown import _Collector, parse_markdown, parse_markdown_oracle
 from tests.paths import CORPUS, needs_corpus
 
 WORDS = ["alpha", "beta", "第一条", "中华人民共和国", "规定", "x", "Ω", "foo_bar", "*em*", "`code`"]
@@ -119,6 +120,28 @@ LIST_MAKERS = [
     "",
     "-",
     "10. {w}",
+    # lazy lines, nested items with links and what may sit between them
+    "{w}",
+    "{w} {l} {w}",
+    "- - {l}",
+    "1) - {l}",
+    "- # {l}",
+    "# {w}",
+    "> {l}",
+    "- > {l}",
+    "```",
+    "- ```",
+    "<div>{l}",
+    "<span>{l}",
+    "{w} | {l}",
+    "--|--",
+    "===",
+    "\t{l}",
+    "- {w}\t{l}",
+    "*{w}* [{w}](",
+    "x.md) {w}",
+    "\u3000",
+    "[r]: r.md",
 ]
 
 
@@ -200,7 +223,7 @@ def _random_list(rng: random.Random) -> str:
     lines = []
     for _ in range(rng.randint(1, 25)):
         line = rng.choice(LIST_MAKERS).format(w=rng.choice(WORDS), l=rng.choice(LINKS))
-        lines.append(" " * rng.choice([0, 0, 0, 1, 2, 2, 3, 4, 4, 5, 6, 8]) + line)
+        lines.append(" " * rng.choice([0, 0, 0, 0, 1, 2, 2, 2, 3, 4, 4, 5, 6, 8]) + line)
     return "\n".join(lines) + "\n"
 
 
@@ -304,6 +327,73 @@ def test_edge_cases_match_markdown_it(text: str) -> None:
     ],
 )
 def test_tables_match_markdown_it(text: str) -> None:
+    assert_same(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # lazy continuation lines: only after a line that leaves a paragraph open
+        "- a [x](1.md)\nlazy [y](2.md)\n- b\n",
+        "- a\n  - b\nlazy [x](y.md)\n  c\n- d\n",
+        "1.   a\n    b [x](y.md)\n",
+        "- a\n<span>lazy</span> [x](y.md)\n",
+        "- a\n\tlazy [x](y.md)\n",
+        "- a\n  ===\nafter\n",
+        "- a\n  ---\nafter\n",
+        "- a\n  ***\nafter\n",
+        "- a\n  # h\nafter [x](y.md)\n",
+        "- a\n  ```\nafter\n",
+        "- a\n  > q\nlazy\n",
+        "- a\n\n  b\nlazy\n",
+        "- a\n\n      code\nafter\n",
+        # a line that ends the item's paragraph also ends the list
+        "- a\n# h\n",
+        "- a\n<div>\n",
+        "- a\n> q\n",
+        "- a\n```\n- b\n",
+        "1.   a\n    > q\n",
+        "1.   a\n    # h\n",
+        "1.   a\n    - b\n",
+        "- a\n  - b\n    - c\n     - d\n",
+        # links in one item; other items may hold anything
+        "- [a](a.md)\n- ```\n  code [b](b.md\n  ```\n- [c](c.md)\n",
+        "- [a](a.md)\n-\n  x\n- <div>\n- [c](c.md)\n",
+        "- a\n  - [b](b.md)\n    - [c](c.md)\n",
+        "- a\n\n      [b](code.md)\n- [c](c.md)\n",
+    ],
+)
+def test_lists_match_markdown_it(text: str) -> None:
+    assert_same(text)
+
+
+class _RegionRecorder(_Collector):
+    """The real collector, remembering which stretches went to markdown-it."""
+
+    def __init__(self, lines: list[str]) -> None:
+        super().__init__("dir/doc.md", lines, True, True)
+        self.regions: list[tuple[int, int]] = []
+
+    def region(self, start: int, end: int) -> bool:
+        self.regions.append((start, end))
+        return super().region(start, end)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "para\n| a | [b](b.md) |\n|:--|--:|\n| c \\| d | [e](e.md) |\n> quote\n",
+        "- [a](a.md)\n- ```\n  code\n  ```\n- [c](c.md)\n",
+        "- a [x](1.md)\nlazy [y](2.md)\n  - b\nlazy\n- c\n# h\n",
+        "1.   a\n    # h\n",
+    ],
+)
+def test_scanner_needs_no_markdown_it(text: str) -> None:
+    """Tables, links in plain items and lazy lines are scanned, not handed to markdown-it."""
+    lines = split_source_lines(text)
+    sink = _RegionRecorder(lines)
+    assert scan_blocks(text, lines, sink, setext=True)
+    assert sink.regions == []
     assert_same(text)
 
 
