@@ -166,26 +166,6 @@ def _list_interrupts(line: str, pos: int, marker: str) -> bool:
     return bool(line[pos + len(marker) :].strip(_SPACE))
 
 
-def _text_line(line: str, content: int) -> bool:
-    """A line inside a list item that is surely paragraph/heading text on its own line: no code,
-    fence, HTML, quote or table, no tab indent, no link target on the next line, and not made of
-    whitespace that markdown-it would trim away (that would shift line numbers)."""
-    rest = line.lstrip(" ")
-    if not rest:
-        return True
-    indent = len(line) - len(rest)
-    if indent >= content + 4:
-        return False  # may be an indented code block (after a blank line, heading, fence...)
-    item = _NESTED_ITEM.match(line)
-    if item:
-        rest = line[item.end() :]
-    elif _MARKER.match(line, indent):
-        return False
-    if rest[0] in "`~<>\t" or "|" in line or _LINK_AT_END.search(line):
-        return False
-    return bool(rest.strip(MD_TRIM_CHARS))
-
-
 def _delimiter_columns(line: str) -> int:
     """Columns of a table delimiter row as markdown-it's table rule reads it, 0 if it is none."""
     pos, col = _indent(line)
@@ -218,15 +198,85 @@ def _row_cells(text: str) -> list[str]:
     return cells
 
 
-def _open_paragraph(line: str) -> bool:
-    """Whether a plain text line of a list item (see `_text_line`) surely leaves a paragraph
-    open: not a heading, thematic break or setext underline, after any nested item markers."""
-    item = _NESTED_ITEM.match(line)
-    while item:
-        line = line[item.end() :]
-        item = _NESTED_ITEM.match(line)
-    rest = line.strip(_SPACE)
-    return bool(rest.strip("-=*_" + _SPACE)) and rest[0] != "#"
+def _interrupts(line: str, pos: int, *, any_list: bool = False) -> bool:
+    """Whether the line ends a paragraph (markdown-it's paragraph terminators but tables);
+    with `any_list` every list item ends it (as for a table or an outdented line)."""
+    ch = line[pos]
+    if ch == ">" or fence_opener(line, pos) or is_thematic_break(line, pos):
+        return True
+    marker = _MARKER.match(line, pos)
+    if marker:
+        return any_list or _list_interrupts(line, pos, marker.group())
+    if ch == "<":
+        html = _html_end(line, pos)
+        return bool(html and html[1])
+    return atx_heading(line, pos) is not None
+
+
+class _ItemText:
+    """Follows the lines of one list item the scanner bounded, telling whether each is plain
+    paragraph or heading text, where a link is on the line of its text. Nested item markers
+    open deeper content columns, a blank line or a heading closes the paragraph, and anything
+    else (code, quotes, fences, HTML, tables, underlines, tabs) is not plain text."""
+
+    def __init__(self, first: str, content: int, tables: bool) -> None:
+        """`first`: the item's first line after its marker; `tables`: a table may be in it."""
+        self.columns = [content]
+        self.open = False  # a paragraph is open after the last line
+        self.tables = tables
+        self.ok = self._start(first, content)
+
+    def feed(self, line: str) -> bool:
+        """Whether the next line of the item is plain text (a blank line is)."""
+        rest = line.lstrip(" ")
+        if not rest:
+            self.open = False
+            return True
+        if rest[0] == "\t":
+            return False
+        indent = len(line) - len(rest)
+        marker = _MARKER.match(rest)
+        if self.open and not marker and not _interrupts(rest, 0):
+            return self._leaf(rest)  # the paragraph goes on (lazily when left of its item)
+        if (
+            self.open
+            and marker
+            and indent >= self.columns[-1]
+            and not _list_interrupts(rest, 0, marker.group())
+        ):
+            return False  # paragraph text that looks like an item
+        return self._block(rest, indent)
+
+    def _block(self, rest: str, indent: int) -> bool:
+        """A line that starts a block: in the innermost item whose content it reaches."""
+        while len(self.columns) > 1 and indent < self.columns[-1]:
+            self.columns.pop()
+        top = self.columns[-1]
+        if not top <= indent < top + 4:
+            return False  # indented code, or a place only markdown-it can tell
+        return self._start(rest, indent)
+
+    def _start(self, rest: str, col: int) -> bool:
+        """Text at column `col` that starts a block: nested item markers, then a leaf."""
+        item = _NESTED_ITEM.match(rest)
+        while item:
+            col += item.end()
+            self.columns.append(col)
+            rest = rest[item.end() :]
+            item = _NESTED_ITEM.match(rest)
+        if _MARKER.match(rest) or rest[0] in "<>" or fence_opener(rest, 0):
+            return False
+        return self._leaf(rest)
+
+    def _leaf(self, rest: str) -> bool:
+        """Paragraph or heading text; not a thematic break or setext underline, not text
+        markdown-it trims away, no table cells, no link target on the next line."""
+        if not rest.strip(MD_TRIM_CHARS) or not rest.strip("-=*_" + _SPACE):
+            return False
+        if _LINK_AT_END.search(rest) or (self.tables and "|" in rest):
+            return False
+        self.open = atx_heading(rest, 0) is None
+        return True
 
 
 class _Scanner:
@@ -237,6 +287,8 @@ class _Scanner:
         self.n = len(lines)
         self.sink = sink
         self.setext = setext
+        self._item: _ItemText | None = None  # the list item followed across lazy lines
+        self._item_start = self._item_next = 0
 
     def run(self) -> bool:
         i = self._front_matter()
@@ -327,7 +379,7 @@ class _Scanner:
         while j < self.n:
             line = self.lines[j]
             pos, col = _indent(line)
-            if col >= 4 or pos == len(line) or self._interrupts(line, pos, any_list=True):
+            if col >= 4 or pos == len(line) or _interrupts(line, pos, any_list=True):
                 break
             text = mdTrim(line[pos:])
             if not text:
@@ -420,14 +472,16 @@ class _Scanner:
 
     def _text_only(self, start: int, end: int, content: int) -> bool:
         """Whether every line of an item is paragraph or heading text (or a blank line)."""
-        return all(_text_line(line, content) for line in self.lines[start:end])
+        lines = self.lines[start:end]
+        tables = any(_DELIMITER_ROW.fullmatch(line) for line in lines)
+        item = _ItemText(lines[0][content:], content, tables)
+        return item.ok and all(item.feed(line) for line in lines[1:])
 
     def _list_end(self, j: int, kind: str, items: list[tuple[int, int]]) -> int:
         """Line where the list ends (appending items with their content column), -1 when only
         markdown-it can tell."""
         content = items[0][1]
         after_blank = False
-        text_upto = items[0][0]  # the current item is plain text up to this line
         while j < self.n:
             line = self.lines[j]
             pos, col = _indent(line)
@@ -436,14 +490,13 @@ class _Scanner:
                     return -1
                 step = self._outdented(line, pos, col, kind, after_blank)
                 if step == _LAZY:
-                    text_upto = self._lazy(j, content, text_upto)
-                    if text_upto < 0:
+                    if not self._lazy(j, items[-1]):
                         return -1
                 elif step <= 0:
                     return j if step == 0 else -1
                 else:
                     items.append((j, step))
-                    content, text_upto = step, j
+                    content = step
             after_blank = pos == len(line)
             j += 1
         return self.n
@@ -462,19 +515,25 @@ class _Scanner:
             return 0
         if col > 3 and _MARKER.match(line, pos):
             return -1  # a nested item or lazy text, depending on the lists around it
-        if self._interrupts(line, pos, any_list=True):
+        if _interrupts(line, pos, any_list=True):
             return 0  # ends what is open in the item, the item and (not an item) the list
         return _LAZY
 
-    def _lazy(self, j: int, content: int, text_upto: int) -> int:
-        """Line j (left of the item's content, after a non-blank line) continues the item's
-        last paragraph when the item is plain text so far and its last line is open paragraph
-        text. Returns the line up to which the item is known to be plain text, -1 if unsure."""
-        if not _open_paragraph(self.lines[j - 1]):
-            return -1
-        if not self._text_only(text_upto, j, content):
-            return -1
-        return j + 1
+    def _lazy(self, j: int, item: tuple[int, int]) -> bool:
+        """Whether line j (left of the item's content, after a non-blank line) surely continues
+        the paragraph open in the item: the item is plain text up to it (followed once per item
+        across its lazy lines)."""
+        start, content = item
+        if self._item is None or self._item_start != start:
+            self._item = _ItemText(self.lines[start][content:], content, tables=True)
+            self._item_start, self._item_next = start, start + 1
+        text = self._item
+        lines = self.lines
+        if not (text.ok and all(text.feed(lines[k]) for k in range(self._item_next, j))):
+            text.ok = False
+            return False
+        self._item_next = j + 1
+        return text.open and text.feed(lines[j])
 
     def _code(self, i: int) -> int:
         """An indented code block: runs over blank lines, ends before a less indented line."""
@@ -510,25 +569,11 @@ class _Scanner:
                     break
                 if self.setext and _setext_marker(line, pos):
                     return self._setext(start, j)
-                if self._interrupts(line, pos):
+                if _interrupts(line, pos):
                     break
             j += 1
         self.sink.paragraph(start, j)
         return j
-
-    def _interrupts(self, line: str, pos: int, *, any_list: bool = False) -> bool:
-        """Whether the line ends a paragraph (markdown-it's paragraph terminators but tables);
-        with `any_list` every list item ends it (as for a table or an outdented line)."""
-        ch = line[pos]
-        if ch == ">" or fence_opener(line, pos) or is_thematic_break(line, pos):
-            return True
-        marker = _MARKER.match(line, pos)
-        if marker:
-            return any_list or _list_interrupts(line, pos, marker.group())
-        if ch == "<":
-            html = _html_end(line, pos)
-            return bool(html and html[1])
-        return atx_heading(line, pos) is not None
 
     def _setext(self, start: int, underline: int) -> int:
         marker = _setext_marker(self.lines[underline], _indent(self.lines[underline])[0])

@@ -142,6 +142,16 @@ LIST_MAKERS = [
     "x.md) {w}",
     "\u3000",
     "[r]: r.md",
+    "`{w}` {l}",
+    "``{w}`` {w}",
+    "~~~",
+    "[{w}|{w}](x.md) {w}",
+    "{w} | {w}",
+    "--- | ---",
+    "| a | {l} |",
+    "2. {l}",
+    "- 2. {l}",
+    "#{w} {l}",
 ]
 
 
@@ -223,7 +233,8 @@ def _random_list(rng: random.Random) -> str:
     lines = []
     for _ in range(rng.randint(1, 25)):
         line = rng.choice(LIST_MAKERS).format(w=rng.choice(WORDS), l=rng.choice(LINKS))
-        lines.append(" " * rng.choice([0, 0, 0, 0, 1, 2, 2, 2, 3, 4, 4, 5, 6, 8]) + line)
+        indent = rng.choice([0, 0, 0, 0, 1, 2, 2, 2, 3, 4, 4, 4, 5, 6, 6, 7, 8, 10])
+        lines.append(" " * indent + line)
     return "\n".join(lines) + "\n"
 
 
@@ -361,6 +372,18 @@ def test_tables_match_markdown_it(text: str) -> None:
         "- [a](a.md)\n-\n  x\n- <div>\n- [c](c.md)\n",
         "- a\n  - [b](b.md)\n    - [c](c.md)\n",
         "- a\n\n      [b](code.md)\n- [c](c.md)\n",
+        # nested items: a line indented 4 past its own item may be code
+        "- a\n  - b\n    - [c](c.md)\n\n        [d](code.md)\n      [e](e.md)\n",
+        "- a\n  - b\n\n   [c](para.md)\n\n      [d](code.md)\n",
+        "- a\n  2. b\n\n      [x](code.md)\n",
+        "- a\n\n  2. b\n\n      [x](para.md)\n",
+        "- a\n  - b\n      [x](still-b.md)\n",
+        "- `a` [x](x.md)\n  ``` [y](y.md)\n",
+        "- [a|b](x.md)\n  c | [d](d.md)\n",
+        # a table in an item: cells past the header's count are dropped
+        "- x\n  a | b\n  --|--\n  c | d | [x](dropped.md)\n",
+        "- a | b\n  --|--\n  c | d | [x](dropped.md)\n",
+        "- a\n  ---\n  b\nlazy [x](x.md)\n",
     ],
 )
 def test_lists_match_markdown_it(text: str) -> None:
@@ -386,6 +409,7 @@ class _RegionRecorder(_Collector):
         "- [a](a.md)\n- ```\n  code\n  ```\n- [c](c.md)\n",
         "- a [x](1.md)\nlazy [y](2.md)\n  - b\nlazy\n- c\n# h\n",
         "1.   a\n    # h\n",
+        "- [a](a.md)\n  - [b](b.md)\n    - [c](c.md)\n      - [d](d.md)\n- `e` [f|g](f.md)\n",
     ],
 )
 def test_scanner_needs_no_markdown_it(text: str) -> None:
