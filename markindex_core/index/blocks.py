@@ -18,7 +18,9 @@ from __future__ import annotations
 import re
 from typing import Protocol
 
-from markdown_it.common.utils import MD_TRIM_CHARS, mdTrim
+from markdown_it.common.normalize_url import normalizeLink, validateLink
+from markdown_it.common.utils import MD_TRIM_CHARS, mdTrim, normalizeReference
+from markdown_it.helpers import parseLinkDestination
 from markdown_it.rules_block.html_block import HTML_SEQUENCES
 from markdown_it.rules_block.table import MAX_AUTOCOMPLETED_CELLS, escapedSplit, headerLineRe
 
@@ -35,6 +37,9 @@ _SIMPLE_ITEM = re.compile(r"( {0,3})([-*+]|[0-9]{1,9}[.)])( {1,4})(?=[^ \t])")
 _NESTED_ITEM = re.compile(r" *(?:[-*+]|[0-9]{1,9}[.)]) {1,4}(?=[^ \t])")
 # A link whose target would start on the next line depends on how lines join into blocks.
 _LINK_AT_END = re.compile(r"\]\(\s*<?$")
+# A link reference definition with its destination on its own line (the label has no
+# brackets or escapes); the scanner reads it only when no title follows.
+_SIMPLE_REFERENCE = re.compile(r" {0,3}\[([^\[\]\\]+)\]:[ \t]*(?=[^ \t])")
 # `_outdented`: the line continues the item's paragraph if that paragraph is still open.
 _LAZY = -2
 
@@ -56,6 +61,9 @@ class BlockSink(Protocol):
 
     def inline_text(self, line: int, content: str) -> None:
         """Inline text on one line (a table cell) as markdown-it would hand it on."""
+
+    def reference(self, line: int, label: str, href: str) -> None:
+        """A link reference definition on one line (label and href as markdown-it keeps them)."""
 
     def region(self, start: int, end: int) -> bool:
         """Parse lines [start, end) with markdown-it-py; False if the cut is not safe."""
@@ -337,6 +345,10 @@ class _Scanner:
         marker = _MARKER.match(line, pos)
         if marker:
             return self._list(i, marker.group()[-1])
+        return self._text_block(i, line, pos)
+
+    def _text_block(self, i: int, line: str, pos: int) -> int:
+        """An HTML block, ATX heading, link reference definition or paragraph, in that order."""
         if line[pos] == "<":
             html = _html_end(line, pos)
             if html:
@@ -345,8 +357,10 @@ class _Scanner:
         if heading:
             self.sink.heading(heading[0], i, i + 1, heading[1], "#" * heading[0])
             return i + 1
-        if line[pos] == "[" and self._maybe_reference(i):
-            return self._region(i)
+        if line[pos] == "[":
+            end = self._reference(i)
+            if end:
+                return end
         return self._paragraph(i)
 
     def _table_at(self, i: int) -> bool:
@@ -417,6 +431,31 @@ class _Scanner:
             return self._region(i)
         self.sink.leaf(i)
         return end
+
+    def _reference(self, i: int) -> int:
+        """Line after a link reference definition at line i (0 when none can start there): a
+        definition that is line i alone is read here, any other goes to markdown-it."""
+        if self._one_line_reference(i):
+            return i + 1
+        return self._region(i) if self._maybe_reference(i) else 0
+
+    def _one_line_reference(self, i: int) -> bool:
+        """A link reference definition that is line i alone, read with markdown-it's own
+        helpers: label, destination, nothing after it, and no title on the next line."""
+        line = self.lines[i]
+        match = _SIMPLE_REFERENCE.match(line)
+        if not match:
+            return False
+        label = normalizeReference(match.group(1))
+        dest = parseLinkDestination(line, match.end(), len(line))
+        if not label or not dest.ok or line[dest.pos :].strip(_SPACE):
+            return False
+        href = normalizeLink(dest.str)
+        following = self.lines[i + 1].lstrip(_SPACE) if i + 1 < self.n else ""
+        if not validateLink(href) or (following and following[0] in "\"'("):
+            return False
+        self.sink.reference(i, label, href)
+        return True
 
     def _maybe_reference(self, i: int) -> bool:
         """A link reference definition needs "]:" before the next blank line."""

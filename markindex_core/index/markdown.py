@@ -147,6 +147,10 @@ class _Collector:
         if self.has_links:
             self._links_of(content, line)
 
+    def reference(self, line: int, label: str, href: str) -> None:
+        if label not in self.references:  # the first definition of a label wins
+            self.references[label] = (href, line + 1)
+
     def region(self, start: int, end: int) -> bool:
         env: dict[str, Any] = {}
         text = "\n".join(self.lines[start:end]) + "\n"

@@ -92,6 +92,21 @@ LINE_MAKERS: list[str] = [
     "[ref]: ref.md",
     "[{w}]: <x y.md> 'title'",
     "[ref]: other.md",
+    "[{w}]: {w}.md",
+    "[Ref]:r.md",
+    "[ ref  ]: ../up.md#a",
+    "'title'",
+    '"title"',
+    "(title)",
+    "[x]: javascript:a.md",
+    "[x]: <y.md>",
+    "[x]: y.md z",
+    "[x]: y(z.md",
+    "[x]: y.md 'title'",
+    "[x]: y%20z.md",
+    "[\u3000]: blank.md",
+    "[a\\]b]: esc.md",
+    "[x]:",
     "[label",
     "]: z.md",
     "...",
@@ -390,6 +405,26 @@ def test_lists_match_markdown_it(text: str) -> None:
     assert_same(text)
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[a]: a.md\n[A]: second.md\n\n[b]:  b.md#x\n",
+        "[a]: a.md\n'title on the next line'\n",
+        "[a]: a.md\n  (title)\n[b]: b.md\n",
+        '[a]: a.md\n"unclosed title\n\n# h\n',
+        "[a]: javascript:x.md\n",
+        "[ \u3000 ]: blank-label.md\n",
+        "[a]: b.md c\n",
+        "[a]: b(c.md\n",
+        "[a]: b%20c.md\n[ä]: ö.md\n",
+        "para\n[a]: not-a-definition.md\n",
+        "[a]: a.md\n# h\n[a]: later.md\n",
+    ],
+)
+def test_references_match_markdown_it(text: str) -> None:
+    assert_same(text)
+
+
 class _RegionRecorder(_Collector):
     """The real collector, remembering which stretches went to markdown-it."""
 
@@ -410,6 +445,7 @@ class _RegionRecorder(_Collector):
         "- a [x](1.md)\nlazy [y](2.md)\n  - b\nlazy\n- c\n# h\n",
         "1.   a\n    # h\n",
         "- [a](a.md)\n  - [b](b.md)\n    - [c](c.md)\n      - [d](d.md)\n- `e` [f|g](f.md)\n",
+        "[a]: a.md\n[b]: <b c.md>\n\n[d]: #d\n",
     ],
 )
 def test_scanner_needs_no_markdown_it(text: str) -> None:
