@@ -1,16 +1,18 @@
 """A lean top-level block scanner that reproduces markdown-it-py's block structure.
 
 markdown-it-py's block parse was the largest cost of indexing, yet most of a library is
-paragraphs, headings, code, simple lists and quotes. This scanner follows markdown-it-py's rules
-(CommonMark + tables + front matter) for top-level paragraphs, ATX/setext headings, fenced and
-indented code, thematic breaks, HTML blocks, front matter, block quotes made only of ">" lines
-and lists whose items it can bound without reading their insides (no lazy lines). Anything it is
-not sure about (tables, other quotes and lists, link reference definitions, links whose block
-text it cannot place) starts a *region*: the lines from the start of the open block up to a
-blank line after which no top-level construct can continue, which the sink hands to markdown-it
-itself. The sink rejects a region when a fence or HTML block in it runs past the cut, and the
-scanner then extends it to the next cut. `scan_blocks` returns False for documents it leaves
-to markdown-it whole (carriage returns, NUL characters, an unclosed front matter opener).
+paragraphs, headings, code, tables, simple lists and quotes. This scanner follows markdown-it-py's
+rules (CommonMark + tables + front matter) for top-level paragraphs, ATX/setext headings, fenced
+and indented code, thematic breaks, HTML blocks, front matter, GFM tables, one-line link
+reference definitions, block quotes made only of ">" lines and lists whose items it can bound
+(lazy lines only right after open paragraph text). Links inside lists and quotes are placed
+when the text around them is plain (paragraphs and headings, nested items). Anything it is not
+sure about (other quotes, lists and reference definitions, links whose block text it cannot
+place) starts a *region*: the lines from the start of the open block up to a blank line after
+which no top-level construct can continue, which the sink hands to markdown-it itself. The sink
+rejects a region when a fence or HTML block in it runs past the cut, and the scanner then
+extends it to the next cut. `scan_blocks` returns False for documents it leaves to markdown-it
+whole (carriage returns, NUL characters, an unclosed front matter opener).
 """
 
 from __future__ import annotations
@@ -221,18 +223,29 @@ def _interrupts(line: str, pos: int, *, any_list: bool = False) -> bool:
     return atx_heading(line, pos) is not None
 
 
+def _quote_content(line: str) -> str | None:
+    """A ">" line's text inside its block quote (the marker and one space taken off); None
+    when a tab makes the columns hard to follow."""
+    pos = len(line) - len(line.lstrip(" "))
+    if "\t" in line[: pos + 2]:
+        return None
+    rest = line[pos + 1 :]
+    return rest[1:] if rest.startswith(" ") else rest
+
+
 class _ItemText:
     """Follows the lines of one list item the scanner bounded, telling whether each is plain
     paragraph or heading text, where a link is on the line of its text. Nested item markers
     open deeper content columns, a blank line or a heading closes the paragraph, and anything
     else (code, quotes, fences, HTML, tables, underlines, tabs) is not plain text."""
 
-    def __init__(self, first: str, content: int, tables: bool) -> None:
-        """`first`: the item's first line after its marker; `tables`: a table may be in it."""
+    def __init__(self, first: str | None, content: int, tables: bool) -> None:
+        """`first`: the item's first line after its marker (None: no line yet, as for the
+        inside of a block quote); `tables`: a table may be in it."""
         self.columns = [content]
         self.open = False  # a paragraph is open after the last line
         self.tables = tables
-        self.ok = self._start(first, content)
+        self.ok = first is None or self._start(first, content)
 
     def feed(self, line: str) -> bool:
         """Whether the next line of the item is plain text (a blank line is)."""
@@ -427,10 +440,28 @@ class _Scanner:
                 break
             if rest[0] != ">":
                 return self._region(i)
-        if any("](" in line or "]:" in line for line in self.lines[i:end]):
+        if not self._quote_links(i, end):
             return self._region(i)
         self.sink.leaf(i)
         return end
+
+    def _quote_links(self, start: int, end: int) -> bool:
+        """Report the links of a block quote made of ">" lines when its inside is plain text
+        (see `_ItemText`); False when markdown-it has to read it."""
+        lines = self.lines[start:end]
+        if any("]:" in line for line in lines):
+            return False
+        link_lines = [start + k for k, line in enumerate(lines) if "](" in line]
+        if not link_lines:
+            return True
+        inside = [text for text in map(_quote_content, lines) if text is not None]
+        tables = any(_DELIMITER_ROW.fullmatch(line) for line in inside)
+        text = _ItemText(None, 0, tables)
+        if len(inside) < len(lines) or not all(text.feed(line) for line in inside):
+            return False
+        for line in link_lines:
+            self.sink.inline_line(line)
+        return True
 
     def _reference(self, i: int) -> int:
         """Line after a link reference definition at line i (0 when none can start there): a

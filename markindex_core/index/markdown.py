@@ -61,9 +61,9 @@ def _parser(setext: bool, front_matter: bool = True) -> MarkdownIt:
 def parse_markdown(text: str, doc_path: str, *, setext: bool = True) -> ParsedMarkdown:
     """Parse normalized text (LF newlines) of the document at library-relative `doc_path`.
 
-    A line scanner handles the top-level paragraphs, headings and code blocks itself and hands
-    every other stretch (lists, quotes, HTML, tables, reference definitions) to markdown-it-py,
-    which also takes whole documents the scanner leaves alone; the result is the same.
+    A line scanner handles most blocks itself (see `blocks`) and hands every stretch it is not
+    sure about (some lists, quotes and reference definitions) to markdown-it-py, which also
+    takes whole documents the scanner leaves alone; the result is the same.
     """
     lines = split_source_lines(text)
     collector = _Collector(doc_path, lines, setext, "](" in text)

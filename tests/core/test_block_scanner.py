@@ -75,6 +75,16 @@ LINE_MAKERS: list[str] = [
     "1.",
     "> {w}",
     "> # {w}",
+    "> {w} {l}",
+    ">{l}",
+    ">     {l}",
+    "> - {l}",
+    "> > {l}",
+    ">\t{l}",
+    "> ```",
+    "> a | {l}",
+    "> --|--",
+    "    > {l}",
     ">",
     "<div>",
     "</div>",
@@ -425,6 +435,25 @@ def test_references_match_markdown_it(text: str) -> None:
     assert_same(text)
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "> **Note:**\n>\n> see [a](a.md) and\n> [b](b.md)\n\n# h\n",
+        ">     [a](code.md)\n",
+        "> text\n>     [a](continued.md)\n",
+        "> - [a](a.md)\n>   - [b](b.md)\n>\n>       [c](code.md)\n",
+        "> ```\n> [a](code.md)\n> ```\n",
+        "> > [a](a.md)\n",
+        ">\t[a](tab.md)\n>\t\t[b](tab.md)\n",
+        "> a | b\n> --|--\n> c | d | [x](dropped.md)\n",
+        "> <div>\n> [a](html.md)\n",
+        "> a\n    > [b](b.md)\n",
+    ],
+)
+def test_quotes_match_markdown_it(text: str) -> None:
+    assert_same(text)
+
+
 class _RegionRecorder(_Collector):
     """The real collector, remembering which stretches went to markdown-it."""
 
@@ -446,6 +475,7 @@ class _RegionRecorder(_Collector):
         "1.   a\n    # h\n",
         "- [a](a.md)\n  - [b](b.md)\n    - [c](c.md)\n      - [d](d.md)\n- `e` [f|g](f.md)\n",
         "[a]: a.md\n[b]: <b c.md>\n\n[d]: #d\n",
+        "> **Note:**\n>\n> see [a](a.md) and\n> - [b](b.md)\n",
     ],
 )
 def test_scanner_needs_no_markdown_it(text: str) -> None:
