@@ -1,16 +1,18 @@
 """A lean top-level block scanner that reproduces markdown-it-py's block structure.
 
 markdown-it-py's block parse was the largest cost of indexing, yet most of a library is
-paragraphs, headings, code, simple lists and quotes. This scanner follows markdown-it-py's rules
-(CommonMark + tables + front matter) for top-level paragraphs, ATX/setext headings, fenced and
-indented code, thematic breaks, HTML blocks, front matter, block quotes made only of ">" lines
-and lists whose items it can bound without reading their insides (no lazy lines). Anything it is
-not sure about (tables, other quotes and lists, link reference definitions, links whose block
-text it cannot place) starts a *region*: the lines from the start of the open block up to a
-blank line after which no top-level construct can continue, which the sink hands to markdown-it
-itself. The sink rejects a region when a fence or HTML block in it runs past the cut, and the
-scanner then extends it to the next cut. `scan_blocks` returns False for documents it leaves
-to markdown-it whole (carriage returns, NUL characters, an unclosed front matter opener).
+paragraphs, headings, code, tables, simple lists and quotes. This scanner follows markdown-it-py's
+rules (CommonMark + tables + front matter) for top-level paragraphs, ATX/setext headings, fenced
+and indented code, thematic breaks, HTML blocks, front matter, GFM tables, one-line link
+reference definitions, block quotes made only of ">" lines and lists whose items it can bound
+(lazy lines only right after open paragraph text). Links inside lists and quotes are placed
+when the text around them is plain (paragraphs and headings, nested items). Anything it is not
+sure about (other quotes, lists and reference definitions, links whose block text it cannot
+place) starts a *region*: the lines from the start of the open block up to a blank line after
+which no top-level construct can continue, which the sink hands to markdown-it itself. The sink
+rejects a region when a fence or HTML block in it runs past the cut, and the scanner then
+extends it to the next cut. `scan_blocks` returns False for documents it leaves to markdown-it
+whole (carriage returns, NUL characters, an unclosed front matter opener).
 """
 
 from __future__ import annotations
@@ -18,8 +20,11 @@ from __future__ import annotations
 import re
 from typing import Protocol
 
-from markdown_it.common.utils import MD_TRIM_CHARS, mdTrim
+from markdown_it.common.normalize_url import normalizeLink, validateLink
+from markdown_it.common.utils import MD_TRIM_CHARS, mdTrim, normalizeReference
+from markdown_it.helpers import parseLinkDestination
 from markdown_it.rules_block.html_block import HTML_SEQUENCES
+from markdown_it.rules_block.table import MAX_AUTOCOMPLETED_CELLS, escapedSplit, headerLineRe
 
 _SPACE = " \t"
 # First characters of a line after a blank line that could continue a top-level list (items,
@@ -34,6 +39,11 @@ _SIMPLE_ITEM = re.compile(r"( {0,3})([-*+]|[0-9]{1,9}[.)])( {1,4})(?=[^ \t])")
 _NESTED_ITEM = re.compile(r" *(?:[-*+]|[0-9]{1,9}[.)]) {1,4}(?=[^ \t])")
 # A link whose target would start on the next line depends on how lines join into blocks.
 _LINK_AT_END = re.compile(r"\]\(\s*<?$")
+# A link reference definition with its destination on its own line (the label has no
+# brackets or escapes); the scanner reads it only when no title follows.
+_SIMPLE_REFERENCE = re.compile(r" {0,3}\[([^\[\]\\]+)\]:[ \t]*(?=[^ \t])")
+# `_outdented`: the line continues the item's paragraph if that paragraph is still open.
+_LAZY = -2
 
 
 class BlockSink(Protocol):
@@ -50,6 +60,12 @@ class BlockSink(Protocol):
 
     def inline_line(self, line: int) -> None:
         """A line of paragraph or heading text inside a list (it holds a link)."""
+
+    def inline_text(self, line: int, content: str) -> None:
+        """Inline text on one line (a table cell) as markdown-it would hand it on."""
+
+    def reference(self, line: int, label: str, href: str) -> None:
+        """A link reference definition on one line (label and href as markdown-it keeps them)."""
 
     def region(self, start: int, end: int) -> bool:
         """Parse lines [start, end) with markdown-it-py; False if the cut is not safe."""
@@ -160,24 +176,128 @@ def _list_interrupts(line: str, pos: int, marker: str) -> bool:
     return bool(line[pos + len(marker) :].strip(_SPACE))
 
 
-def _text_line(line: str, content: int) -> bool:
-    """A line inside a list item that is surely paragraph/heading text on its own line: no code,
-    fence, HTML, quote or table, no tab indent, no link target on the next line, and not made of
-    whitespace that markdown-it would trim away (that would shift line numbers)."""
-    rest = line.lstrip(" ")
-    if not rest:
+def _delimiter_columns(line: str) -> int:
+    """Columns of a table delimiter row as markdown-it's table rule reads it, 0 if it is none."""
+    pos, col = _indent(line)
+    rest = line[pos:]
+    if col >= 4 or len(rest) < 2 or rest[0] not in "|-:" or rest[1] not in "|-: \t":
+        return 0
+    if (rest[0] == "-" and rest[1] in _SPACE) or rest.strip("|-: \t"):
+        return 0
+    columns = rest.split("|")
+    count = 0
+    for k, column in enumerate(columns):
+        cell = mdTrim(column)
+        if not cell:
+            if k == 0 or k == len(columns) - 1:
+                continue
+            return 0
+        if not headerLineRe.search(cell):
+            return 0
+        count += 1
+    return count
+
+
+def _row_cells(text: str) -> list[str]:
+    """A trimmed table row split into cells at unescaped pipes, without the outer empty ones."""
+    cells = escapedSplit(text)
+    if cells and cells[0] == "":
+        cells.pop(0)
+    if cells and cells[-1] == "":
+        cells.pop()
+    return cells
+
+
+def _interrupts(line: str, pos: int, *, any_list: bool = False) -> bool:
+    """Whether the line ends a paragraph (markdown-it's paragraph terminators but tables);
+    with `any_list` every list item ends it (as for a table or an outdented line)."""
+    ch = line[pos]
+    if ch == ">" or fence_opener(line, pos) or is_thematic_break(line, pos):
         return True
-    indent = len(line) - len(rest)
-    if indent >= content + 4:
-        return False  # may be an indented code block (after a blank line, heading, fence...)
-    item = _NESTED_ITEM.match(line)
-    if item:
-        rest = line[item.end() :]
-    elif _MARKER.match(line, indent):
-        return False
-    if rest[0] in "`~<>\t" or "|" in line or _LINK_AT_END.search(line):
-        return False
-    return bool(rest.strip(MD_TRIM_CHARS))
+    marker = _MARKER.match(line, pos)
+    if marker:
+        return any_list or _list_interrupts(line, pos, marker.group())
+    if ch == "<":
+        html = _html_end(line, pos)
+        return bool(html and html[1])
+    return atx_heading(line, pos) is not None
+
+
+def _quote_content(line: str) -> str | None:
+    """A ">" line's text inside its block quote (the marker and one space taken off); None
+    when a tab makes the columns hard to follow."""
+    pos = len(line) - len(line.lstrip(" "))
+    if "\t" in line[: pos + 2]:
+        return None
+    rest = line[pos + 1 :]
+    return rest[1:] if rest.startswith(" ") else rest
+
+
+class _ItemText:
+    """Follows the lines of one list item the scanner bounded, telling whether each is plain
+    paragraph or heading text, where a link is on the line of its text. Nested item markers
+    open deeper content columns, a blank line or a heading closes the paragraph, and anything
+    else (code, quotes, fences, HTML, tables, underlines, tabs) is not plain text."""
+
+    def __init__(self, first: str | None, content: int, tables: bool) -> None:
+        """`first`: the item's first line after its marker (None: no line yet, as for the
+        inside of a block quote); `tables`: a table may be in it."""
+        self.columns = [content]
+        self.open = False  # a paragraph is open after the last line
+        self.tables = tables
+        self.ok = first is None or self._start(first, content)
+
+    def feed(self, line: str) -> bool:
+        """Whether the next line of the item is plain text (a blank line is)."""
+        rest = line.lstrip(" ")
+        if not rest:
+            self.open = False
+            return True
+        if rest[0] == "\t":
+            return False
+        indent = len(line) - len(rest)
+        marker = _MARKER.match(rest)
+        if self.open and not marker and not _interrupts(rest, 0):
+            return self._leaf(rest)  # the paragraph goes on (lazily when left of its item)
+        if (
+            self.open
+            and marker
+            and indent >= self.columns[-1]
+            and not _list_interrupts(rest, 0, marker.group())
+        ):
+            return False  # paragraph text that looks like an item
+        return self._block(rest, indent)
+
+    def _block(self, rest: str, indent: int) -> bool:
+        """A line that starts a block: in the innermost item whose content it reaches."""
+        while len(self.columns) > 1 and indent < self.columns[-1]:
+            self.columns.pop()
+        top = self.columns[-1]
+        if not top <= indent < top + 4:
+            return False  # indented code, or a place only markdown-it can tell
+        return self._start(rest, indent)
+
+    def _start(self, rest: str, col: int) -> bool:
+        """Text at column `col` that starts a block: nested item markers, then a leaf."""
+        item = _NESTED_ITEM.match(rest)
+        while item:
+            col += item.end()
+            self.columns.append(col)
+            rest = rest[item.end() :]
+            item = _NESTED_ITEM.match(rest)
+        if _MARKER.match(rest) or rest[0] in "<>" or fence_opener(rest, 0):
+            return False
+        return self._leaf(rest)
+
+    def _leaf(self, rest: str) -> bool:
+        """Paragraph or heading text; not a thematic break or setext underline, not text
+        markdown-it trims away, no table cells, no link target on the next line."""
+        if not rest.strip(MD_TRIM_CHARS) or not rest.strip("-=*_" + _SPACE):
+            return False
+        if _LINK_AT_END.search(rest) or (self.tables and "|" in rest):
+            return False
+        self.open = atx_heading(rest, 0) is None
+        return True
 
 
 class _Scanner:
@@ -188,6 +308,8 @@ class _Scanner:
         self.n = len(lines)
         self.sink = sink
         self.setext = setext
+        self._item: _ItemText | None = None  # the list item followed across lazy lines
+        self._item_start = self._item_next = 0
 
     def run(self) -> bool:
         i = self._front_matter()
@@ -222,8 +344,9 @@ class _Scanner:
             return i + 1
         if col >= 4:
             return self._code(i)
-        if self._table_at(i):
-            return self._region(i)
+        columns = self._table_columns(i)
+        if columns:
+            return self._table(i, columns)
         if line[pos] == ">":
             return self._blockquote(i)
         fence = fence_opener(line, pos)
@@ -235,6 +358,10 @@ class _Scanner:
         marker = _MARKER.match(line, pos)
         if marker:
             return self._list(i, marker.group()[-1])
+        return self._text_block(i, line, pos)
+
+    def _text_block(self, i: int, line: str, pos: int) -> int:
+        """An HTML block, ATX heading, link reference definition or paragraph, in that order."""
         if line[pos] == "<":
             html = _html_end(line, pos)
             if html:
@@ -243,8 +370,10 @@ class _Scanner:
         if heading:
             self.sink.heading(heading[0], i, i + 1, heading[1], "#" * heading[0])
             return i + 1
-        if line[pos] == "[" and self._maybe_reference(i):
-            return self._region(i)
+        if line[pos] == "[":
+            end = self._reference(i)
+            if end:
+                return end
         return self._paragraph(i)
 
     def _table_at(self, i: int) -> bool:
@@ -254,6 +383,52 @@ class _Scanner:
             and i + 1 < self.n
             and _DELIMITER_ROW.fullmatch(self.lines[i + 1]) is not None
         )
+
+    def _table_columns(self, i: int) -> int:
+        """Column count when a table starts at line i (markdown-it's table rule), else 0."""
+        if i + 1 >= self.n or "|" not in self.lines[i]:
+            return 0
+        count = _delimiter_columns(self.lines[i + 1])
+        if not count:
+            return 0
+        line = self.lines[i]
+        pos, col = _indent(line)
+        if col >= 4 or "|" not in mdTrim(line[pos:]):
+            return 0
+        return count if len(_row_cells(mdTrim(line[pos:]))) == count else 0
+
+    def _table(self, i: int, columns: int) -> int:
+        """A table: its header row, delimiter row and body rows up to what ends it."""
+        self.sink.leaf(i)
+        self._cells(i, columns)
+        filled = 0  # markdown-it stops a table that would autocomplete too many cells
+        j = i + 2
+        while j < self.n:
+            line = self.lines[j]
+            pos, col = _indent(line)
+            if col >= 4 or pos == len(line) or _interrupts(line, pos, any_list=True):
+                break
+            text = mdTrim(line[pos:])
+            if not text:
+                break
+            cells = _row_cells(text)
+            filled += columns - len(cells)
+            if filled > MAX_AUTOCOMPLETED_CELLS:
+                break
+            self._cells(j, columns, cells)
+            j += 1
+        return j
+
+    def _cells(self, line: int, columns: int, cells: list[str] | None = None) -> None:
+        """Hand on the inline text of a row's first `columns` cells when it may hold a link."""
+        text = self.lines[line]
+        if "](" not in text:
+            return
+        if cells is None:
+            cells = _row_cells(mdTrim(text[_indent(text)[0] :]))
+        for cell in cells[:columns]:
+            if "](" in cell:
+                self.sink.inline_text(line, mdTrim(cell))
 
     def _blockquote(self, i: int) -> int:
         """A block quote whose every line starts with ">" up to a blank line (no lazy lines)."""
@@ -265,10 +440,53 @@ class _Scanner:
                 break
             if rest[0] != ">":
                 return self._region(i)
-        if any("](" in line or "]:" in line for line in self.lines[i:end]):
+        if not self._quote_links(i, end):
             return self._region(i)
         self.sink.leaf(i)
         return end
+
+    def _quote_links(self, start: int, end: int) -> bool:
+        """Report the links of a block quote made of ">" lines when its inside is plain text
+        (see `_ItemText`); False when markdown-it has to read it."""
+        lines = self.lines[start:end]
+        if any("]:" in line for line in lines):
+            return False
+        link_lines = [start + k for k, line in enumerate(lines) if "](" in line]
+        if not link_lines:
+            return True
+        inside = [text for text in map(_quote_content, lines) if text is not None]
+        tables = any(_DELIMITER_ROW.fullmatch(line) for line in inside)
+        text = _ItemText(None, 0, tables)
+        if len(inside) < len(lines) or not all(text.feed(line) for line in inside):
+            return False
+        for line in link_lines:
+            self.sink.inline_line(line)
+        return True
+
+    def _reference(self, i: int) -> int:
+        """Line after a link reference definition at line i (0 when none can start there): a
+        definition that is line i alone is read here, any other goes to markdown-it."""
+        if self._one_line_reference(i):
+            return i + 1
+        return self._region(i) if self._maybe_reference(i) else 0
+
+    def _one_line_reference(self, i: int) -> bool:
+        """A link reference definition that is line i alone, read with markdown-it's own
+        helpers: label, destination, nothing after it, and no title on the next line."""
+        line = self.lines[i]
+        match = _SIMPLE_REFERENCE.match(line)
+        if not match:
+            return False
+        label = normalizeReference(match.group(1))
+        dest = parseLinkDestination(line, match.end(), len(line))
+        if not label or not dest.ok or line[dest.pos :].strip(_SPACE):
+            return False
+        href = normalizeLink(dest.str)
+        following = self.lines[i + 1].lstrip(_SPACE) if i + 1 < self.n else ""
+        if not validateLink(href) or (following and following[0] in "\"'("):
+            return False
+        self.sink.reference(i, label, href)
+        return True
 
     def _maybe_reference(self, i: int) -> bool:
         """A link reference definition needs "]:" before the next blank line."""
@@ -306,7 +524,8 @@ class _Scanner:
 
     def _has_links(self, start: int, end: int, items: list[tuple[int, int]]) -> bool:
         """True when the list holds links the scanner cannot place (or reference definitions);
-        links that are surely in paragraph or heading text are reported line by line."""
+        links that are surely in paragraph or heading text are reported line by line. Only the
+        items that hold a link need to be plain text: each item is parsed on its own."""
         lines = self.lines[start:end]
         if any("]:" in line for line in lines):
             return True
@@ -314,17 +533,19 @@ class _Scanner:
         if not link_lines:
             return False
         bounds = [*items[1:], (end, 0)]
-        if not all(
-            self._text_only(s, e, col) for (s, col), (e, _) in zip(items, bounds, strict=True)
-        ):
-            return True
+        for (s, col), (e, _) in zip(items, bounds, strict=True):
+            if any("](" in line for line in self.lines[s:e]) and not self._text_only(s, e, col):
+                return True
         for line in link_lines:
             self.sink.inline_line(line)
         return False
 
     def _text_only(self, start: int, end: int, content: int) -> bool:
         """Whether every line of an item is paragraph or heading text (or a blank line)."""
-        return all(_text_line(line, content) for line in self.lines[start:end])
+        lines = self.lines[start:end]
+        tables = any(_DELIMITER_ROW.fullmatch(line) for line in lines)
+        item = _ItemText(lines[0][content:], content, tables)
+        return item.ok and all(item.feed(line) for line in lines[1:])
 
     def _list_end(self, j: int, kind: str, items: list[tuple[int, int]]) -> int:
         """Line where the list ends (appending items with their content column), -1 when only
@@ -338,28 +559,51 @@ class _Scanner:
                 if self._table_at(j):
                     return -1
                 step = self._outdented(line, pos, col, kind, after_blank)
-                if step <= 0:
+                if step == _LAZY:
+                    if not self._lazy(j, items[-1]):
+                        return -1
+                elif step <= 0:
                     return j if step == 0 else -1
-                items.append((j, step))
-                content = step
+                else:
+                    items.append((j, step))
+                    content = step
             after_blank = pos == len(line)
             j += 1
         return self.n
 
     def _outdented(self, line: str, pos: int, col: int, kind: str, after_blank: bool) -> int:
         """For a line left of the item's content: the next item's content column, 0 when the
-        list ends here, -1 when it might be a lazy continuation or is not a simple item."""
+        list ends here, -1 when only markdown-it can tell, _LAZY when it is a lazy
+        continuation line if the item's last line is open paragraph text."""
         if col <= 3 and is_thematic_break(line, pos):
             return 0
         marker = _MARKER.match(line, pos) if col <= 3 else None
         if marker and marker.group()[-1] == kind:
             item = _SIMPLE_ITEM.match(line)
             return item.end() if item else -1
-        return 0 if marker or after_blank else -1
+        if marker or after_blank:
+            return 0
+        if col > 3 and _MARKER.match(line, pos):
+            return -1  # a nested item or lazy text, depending on the lists around it
+        if _interrupts(line, pos, any_list=True):
+            return 0  # ends what is open in the item, the item and (not an item) the list
+        return _LAZY
 
-    def _has_inline_refs(self, start: int, end: int) -> bool:
-        """Links or reference definitions inside a list need markdown-it's inline text."""
-        return any("](" in line or "]:" in line for line in self.lines[start:end])
+    def _lazy(self, j: int, item: tuple[int, int]) -> bool:
+        """Whether line j (left of the item's content, after a non-blank line) surely continues
+        the paragraph open in the item: the item is plain text up to it (followed once per item
+        across its lazy lines)."""
+        start, content = item
+        if self._item is None or self._item_start != start:
+            self._item = _ItemText(self.lines[start][content:], content, tables=True)
+            self._item_start, self._item_next = start, start + 1
+        text = self._item
+        lines = self.lines
+        if not (text.ok and all(text.feed(lines[k]) for k in range(self._item_next, j))):
+            text.ok = False
+            return False
+        self._item_next = j + 1
+        return text.open and text.feed(lines[j])
 
     def _code(self, i: int) -> int:
         """An indented code block: runs over blank lines, ends before a less indented line."""
@@ -391,28 +635,15 @@ class _Scanner:
             if pos == len(line):
                 break
             if col < 4:
-                if self._table_at(j):
-                    return self._region(start)
+                if self._table_columns(j):
+                    break
                 if self.setext and _setext_marker(line, pos):
                     return self._setext(start, j)
-                if self._interrupts(line, pos):
+                if _interrupts(line, pos):
                     break
             j += 1
         self.sink.paragraph(start, j)
         return j
-
-    def _interrupts(self, line: str, pos: int) -> bool:
-        """Whether the line ends a paragraph (markdown-it's paragraph terminators)."""
-        ch = line[pos]
-        if ch == ">" or fence_opener(line, pos) or is_thematic_break(line, pos):
-            return True
-        marker = _MARKER.match(line, pos)
-        if marker:
-            return _list_interrupts(line, pos, marker.group())
-        if ch == "<":
-            html = _html_end(line, pos)
-            return bool(html and html[1])
-        return atx_heading(line, pos) is not None
 
     def _setext(self, start: int, underline: int) -> int:
         marker = _setext_marker(self.lines[underline], _indent(self.lines[underline])[0])

@@ -61,9 +61,9 @@ def _parser(setext: bool, front_matter: bool = True) -> MarkdownIt:
 def parse_markdown(text: str, doc_path: str, *, setext: bool = True) -> ParsedMarkdown:
     """Parse normalized text (LF newlines) of the document at library-relative `doc_path`.
 
-    A line scanner handles the top-level paragraphs, headings and code blocks itself and hands
-    every other stretch (lists, quotes, HTML, tables, reference definitions) to markdown-it-py,
-    which also takes whole documents the scanner leaves alone; the result is the same.
+    A line scanner handles most blocks itself (see `blocks`) and hands every stretch it is not
+    sure about (some lists, quotes and reference definitions) to markdown-it-py, which also
+    takes whole documents the scanner leaves alone; the result is the same.
     """
     lines = split_source_lines(text)
     collector = _Collector(doc_path, lines, setext, "](" in text)
@@ -142,6 +142,14 @@ class _Collector:
     def inline_line(self, line: int) -> None:
         if self.has_links:
             self._links_of(self.lines[line], line)
+
+    def inline_text(self, line: int, content: str) -> None:
+        if self.has_links:
+            self._links_of(content, line)
+
+    def reference(self, line: int, label: str, href: str) -> None:
+        if label not in self.references:  # the first definition of a label wins
+            self.references[label] = (href, line + 1)
 
     def region(self, start: int, end: int) -> bool:
         env: dict[str, Any] = {}

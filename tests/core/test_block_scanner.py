@@ -12,8 +12,9 @@ import random
 
 import pytest
 
+from markindex_core.index.blocks import scan_blocks, split_source_lines
 from markindex_core.index.decode import decode
-from markindex_core.index.markdown import parse_markdown, parse_markdown_oracle
+from markindex_core.index.markdown import _Collector, parse_markdown, parse_markdown_oracle
 from tests.paths import CORPUS, needs_corpus
 
 WORDS = ["alpha", "beta", "第一条", "中华人民共和国", "规定", "x", "Ω", "foo_bar", "*em*", "`code`"]
@@ -74,6 +75,16 @@ LINE_MAKERS: list[str] = [
     "1.",
     "> {w}",
     "> # {w}",
+    "> {w} {l}",
+    ">{l}",
+    ">     {l}",
+    "> - {l}",
+    "> > {l}",
+    ">\t{l}",
+    "> ```",
+    "> a | {l}",
+    "> --|--",
+    "    > {l}",
     ">",
     "<div>",
     "</div>",
@@ -91,6 +102,21 @@ LINE_MAKERS: list[str] = [
     "[ref]: ref.md",
     "[{w}]: <x y.md> 'title'",
     "[ref]: other.md",
+    "[{w}]: {w}.md",
+    "[Ref]:r.md",
+    "[ ref  ]: ../up.md#a",
+    "'title'",
+    '"title"',
+    "(title)",
+    "[x]: javascript:a.md",
+    "[x]: <y.md>",
+    "[x]: y.md z",
+    "[x]: y(z.md",
+    "[x]: y.md 'title'",
+    "[x]: y%20z.md",
+    "[\u3000]: blank.md",
+    "[a\\]b]: esc.md",
+    "[x]:",
     "[label",
     "]: z.md",
     "...",
@@ -119,6 +145,84 @@ LIST_MAKERS = [
     "",
     "-",
     "10. {w}",
+    # lazy lines, nested items with links and what may sit between them
+    "{w}",
+    "{w} {l} {w}",
+    "- - {l}",
+    "1) - {l}",
+    "- # {l}",
+    "# {w}",
+    "> {l}",
+    "- > {l}",
+    "```",
+    "- ```",
+    "<div>{l}",
+    "<span>{l}",
+    "{w} | {l}",
+    "--|--",
+    "===",
+    "\t{l}",
+    "- {w}\t{l}",
+    "*{w}* [{w}](",
+    "x.md) {w}",
+    "\u3000",
+    "[r]: r.md",
+    "`{w}` {l}",
+    "``{w}`` {w}",
+    "~~~",
+    "[{w}|{w}](x.md) {w}",
+    "{w} | {w}",
+    "--- | ---",
+    "| a | {l} |",
+    "2. {l}",
+    "- 2. {l}",
+    "#{w} {l}",
+]
+
+
+TABLE_CELLS = ["", " ", "a", " {w} ", "{l}", "x\\|y", "[a](b\\|c.md)", "\\", "`|`", "\u3000"]
+DELIMITER_ROWS = [
+    "|---|---|",
+    "--|--",
+    "| :-- | --: |",
+    ":-:|:-",
+    "---",
+    "|-|",
+    "| --- |",
+    "- | -",
+    "-|-|-",
+    "--||--",
+    "|:-:|:-:|:-:|",
+    "|--- |---|\t",
+    "  |--|--|",
+    "    |--|--|",
+    "|-x-|--|",
+    "|",
+    "-:",
+    "--|--\u3000",
+]
+TABLE_LINES = [
+    "{row}",
+    "{row}",
+    "{row}",
+    "  {row}",
+    "    {row}",
+    "\t{row}",
+    "{w} {l}",
+    "> {row}",
+    "- {row}",
+    "2. {row}",
+    "-",
+    "# {row}",
+    "```",
+    "<div>",
+    "<span>{w}",
+    "***",
+    "---",
+    "===",
+    "[ref]: r.md",
+    "",
+    "\u3000",
 ]
 
 
@@ -126,6 +230,8 @@ def random_document(rng: random.Random) -> str:
     """A short document mixing block constructs in ways that stress where blocks end."""
     if rng.random() < 0.3:
         return _random_list(rng)
+    if rng.random() < 0.2:
+        return _random_tables(rng)
     lines: list[str] = []
     if rng.random() < 0.3:
         lines += ["---" + rng.choice(["", "-", " ", "x"]), "title: " + rng.choice(WORDS)]
@@ -152,8 +258,37 @@ def _random_list(rng: random.Random) -> str:
     lines = []
     for _ in range(rng.randint(1, 25)):
         line = rng.choice(LIST_MAKERS).format(w=rng.choice(WORDS), l=rng.choice(LINKS))
-        lines.append(" " * rng.choice([0, 0, 0, 1, 2, 2, 3, 4, 4, 5, 6, 8]) + line)
+        indent = rng.choice([0, 0, 0, 0, 1, 2, 2, 2, 3, 4, 4, 4, 5, 6, 6, 7, 8, 10])
+        lines.append(" " * indent + line)
     return "\n".join(lines) + "\n"
+
+
+def _table_row(rng: random.Random) -> str:
+    cells = [
+        rng.choice(TABLE_CELLS).format(w=rng.choice(WORDS), l=rng.choice(LINKS))
+        for _ in range(rng.choice([1, 1, 2, 2, 2, 3, 4]))
+    ]
+    row = "|".join(cells)
+    if rng.random() < 0.6:
+        row = "| " + row + " |"
+    elif rng.random() < 0.3:
+        row += "|"
+    return row
+
+
+def _random_tables(rng: random.Random) -> str:
+    """Header rows, delimiter rows of many shapes, body rows and what ends a table."""
+    lines: list[str] = []
+    for _ in range(rng.randint(1, 6)):
+        if rng.random() < 0.4:
+            lines.append(rng.choice(WORDS) + " " + rng.choice(LINKS))
+        lines += [_table_row(rng), rng.choice(DELIMITER_ROWS)]
+        for _ in range(rng.randint(0, 5)):
+            template = rng.choice(TABLE_LINES)
+            lines.append(
+                template.format(row=_table_row(rng), w=rng.choice(WORDS), l=rng.choice(LINKS))
+            )
+    return "\n".join(lines) + rng.choice(["", "\n"])
 
 
 def assert_same(text: str, path: str = "dir/doc.md") -> None:
@@ -191,6 +326,164 @@ def test_generated_documents_match_markdown_it() -> None:
     ],
 )
 def test_edge_cases_match_markdown_it(text: str) -> None:
+    assert_same(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # one column, no inner pipe: a table, not a setext heading or a paragraph
+        "| a |\n---\nafter\n",
+        "para\n| a |\n---\n",
+        # a table interrupts a paragraph; a broken delimiter row does not
+        "para\na | b\n--|--\nc | d\n",
+        "para\na | b\n--||--\nc | d\n",
+        "a | b\n- | -\n",
+        "a | b\n-|-|-\n",
+        "    a | b\n--|--\n",
+        "a | b\n    --|--\n",
+        # what ends a table: every list item (even "2." or an empty one), code indent, blank
+        "a | b\n--|--\n2. [x](two.md)\n",
+        "a | b\n--|--\n-\n[x](after.md) | y\n",
+        "a | b\n--|--\n    [x](code.md)\n",
+        "a | b\n--|--\n<span>[x](html.md)\n",
+        "a | b\n--|--\n<div>[x](html.md)\n",
+        "a | b\n--|--\n> [x](quote.md)\n",
+        "a | b\n--|--\n===\n",
+        "a | b\n--|--\n\u3000\n[x](y.md)\n",
+        # cells: extra cells are dropped, escaped pipes are kept in the cell
+        "| a | b |\n|---|---|\n| [x](1.md) | [y](2.md) | [z](3.md) |\n",
+        "a | b\n--|--\n[x](p\\|q.md) | [y](r|s.md)\n",
+        "[h](h.md) | b\n:-:|--:\nx\n",
+        # too many empty cells to fill: markdown-it stops the table
+        pytest.param(
+            "|a" * 300 + "|\n" + "|-" * 300 + "|\n" + "x\n" * 230 + "[x](late.md)\n",
+            id="autocompleted-cells-limit",
+        ),
+    ],
+)
+def test_tables_match_markdown_it(text: str) -> None:
+    assert_same(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # lazy continuation lines: only after a line that leaves a paragraph open
+        "- a [x](1.md)\nlazy [y](2.md)\n- b\n",
+        "- a\n  - b\nlazy [x](y.md)\n  c\n- d\n",
+        "1.   a\n    b [x](y.md)\n",
+        "- a\n<span>lazy</span> [x](y.md)\n",
+        "- a\n\tlazy [x](y.md)\n",
+        "- a\n  ===\nafter\n",
+        "- a\n  ---\nafter\n",
+        "- a\n  ***\nafter\n",
+        "- a\n  # h\nafter [x](y.md)\n",
+        "- a\n  ```\nafter\n",
+        "- a\n  > q\nlazy\n",
+        "- a\n\n  b\nlazy\n",
+        "- a\n\n      code\nafter\n",
+        # a line that ends the item's paragraph also ends the list
+        "- a\n# h\n",
+        "- a\n<div>\n",
+        "- a\n> q\n",
+        "- a\n```\n- b\n",
+        "1.   a\n    > q\n",
+        "1.   a\n    # h\n",
+        "1.   a\n    - b\n",
+        "- a\n  - b\n    - c\n     - d\n",
+        # links in one item; other items may hold anything
+        "- [a](a.md)\n- ```\n  code [b](b.md\n  ```\n- [c](c.md)\n",
+        "- [a](a.md)\n-\n  x\n- <div>\n- [c](c.md)\n",
+        "- a\n  - [b](b.md)\n    - [c](c.md)\n",
+        "- a\n\n      [b](code.md)\n- [c](c.md)\n",
+        # nested items: a line indented 4 past its own item may be code
+        "- a\n  - b\n    - [c](c.md)\n\n        [d](code.md)\n      [e](e.md)\n",
+        "- a\n  - b\n\n   [c](para.md)\n\n      [d](code.md)\n",
+        "- a\n  2. b\n\n      [x](code.md)\n",
+        "- a\n\n  2. b\n\n      [x](para.md)\n",
+        "- a\n  - b\n      [x](still-b.md)\n",
+        "- `a` [x](x.md)\n  ``` [y](y.md)\n",
+        "- [a|b](x.md)\n  c | [d](d.md)\n",
+        # a table in an item: cells past the header's count are dropped
+        "- x\n  a | b\n  --|--\n  c | d | [x](dropped.md)\n",
+        "- a | b\n  --|--\n  c | d | [x](dropped.md)\n",
+        "- a\n  ---\n  b\nlazy [x](x.md)\n",
+    ],
+)
+def test_lists_match_markdown_it(text: str) -> None:
+    assert_same(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[a]: a.md\n[A]: second.md\n\n[b]:  b.md#x\n",
+        "[a]: a.md\n'title on the next line'\n",
+        "[a]: a.md\n  (title)\n[b]: b.md\n",
+        '[a]: a.md\n"unclosed title\n\n# h\n',
+        "[a]: javascript:x.md\n",
+        "[ \u3000 ]: blank-label.md\n",
+        "[a]: b.md c\n",
+        "[a]: b(c.md\n",
+        "[a]: b%20c.md\n[ä]: ö.md\n",
+        "para\n[a]: not-a-definition.md\n",
+        "[a]: a.md\n# h\n[a]: later.md\n",
+    ],
+)
+def test_references_match_markdown_it(text: str) -> None:
+    assert_same(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "> **Note:**\n>\n> see [a](a.md) and\n> [b](b.md)\n\n# h\n",
+        ">     [a](code.md)\n",
+        "> text\n>     [a](continued.md)\n",
+        "> - [a](a.md)\n>   - [b](b.md)\n>\n>       [c](code.md)\n",
+        "> ```\n> [a](code.md)\n> ```\n",
+        "> > [a](a.md)\n",
+        ">\t[a](tab.md)\n>\t\t[b](tab.md)\n",
+        "> a | b\n> --|--\n> c | d | [x](dropped.md)\n",
+        "> <div>\n> [a](html.md)\n",
+        "> a\n    > [b](b.md)\n",
+    ],
+)
+def test_quotes_match_markdown_it(text: str) -> None:
+    assert_same(text)
+
+
+class _RegionRecorder(_Collector):
+    """The real collector, remembering which stretches went to markdown-it."""
+
+    def __init__(self, lines: list[str]) -> None:
+        super().__init__("dir/doc.md", lines, True, True)
+        self.regions: list[tuple[int, int]] = []
+
+    def region(self, start: int, end: int) -> bool:
+        self.regions.append((start, end))
+        return super().region(start, end)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "para\n| a | [b](b.md) |\n|:--|--:|\n| c \\| d | [e](e.md) |\n> quote\n",
+        "- [a](a.md)\n- ```\n  code\n  ```\n- [c](c.md)\n",
+        "- a [x](1.md)\nlazy [y](2.md)\n  - b\nlazy\n- c\n# h\n",
+        "1.   a\n    # h\n",
+        "- [a](a.md)\n  - [b](b.md)\n    - [c](c.md)\n      - [d](d.md)\n- `e` [f|g](f.md)\n",
+        "[a]: a.md\n[b]: <b c.md>\n\n[d]: #d\n",
+        "> **Note:**\n>\n> see [a](a.md) and\n> - [b](b.md)\n",
+    ],
+)
+def test_scanner_needs_no_markdown_it(text: str) -> None:
+    """Tables, links in plain items and lazy lines are scanned, not handed to markdown-it."""
+    lines = split_source_lines(text)
+    sink = _RegionRecorder(lines)
+    assert scan_blocks(text, lines, sink, setext=True)
+    assert sink.regions == []
     assert_same(text)
 
 
