@@ -25,11 +25,13 @@ SETEXT_WARN_CHARS = 120
 
 # Files.
 MAX_FILE_BYTES = 64 * 1024 * 1024  # larger files are skipped with a reason
+READER_CACHE_KB = 32_768  # SQLite page cache of a reading connection …
+WRITER_CACHE_KB = 8_192  # … and of the writer's
 LINE_BLOCK_SIZE = 64  # original lines are stored in blocks of this many lines
 
 # Indexing.
 BATCH_DOCS = 48  # whole documents per transaction on a full build …
-BATCH_BYTES = 8_000_000  # … or this many bytes of Markdown, whichever comes first
+BATCH_BYTES = 2_000_000  # … or this many bytes of Markdown, whichever comes first
 PARALLEL_MIN_BYTES = 2_000_000  # below this, parse in-process (fork costs more than it saves)
 PARSE_TIMEOUT_S = 120.0  # a parse worker that has not finished a document by then is killed …
 #                        … and the document skipped as timed out (64 MB of Markdown parses in ~30 s)

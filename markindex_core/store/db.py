@@ -20,7 +20,13 @@ from typing import Any
 import apsw
 import apsw.bestpractice
 
-from markindex_core.config import BUSY_TIMEOUT_MS, LINE_BLOCK_SIZE, SCHEMA_VERSION
+from markindex_core.config import (
+    BUSY_TIMEOUT_MS,
+    LINE_BLOCK_SIZE,
+    READER_CACHE_KB,
+    SCHEMA_VERSION,
+    WRITER_CACHE_KB,
+)
 from markindex_core.errors import IndexMissing, MarkindexError
 from markindex_core.model import ParsedDocument
 from markindex_core.store.files import (
@@ -205,7 +211,9 @@ def _prepare(conn: apsw.Connection, db_path: Path, readonly: bool) -> None:
             raise read_only_file(db_path)
         conn.pragma("journal_mode", "wal")
         conn.pragma("synchronous", "normal")
-    conn.pragma("cache_size", -32_768)
+    # Readers keep more pages: a query walks the FTS b-trees of every query word. The writer mostly
+    # appends (and FTS5 holds its own pending terms), so a big cache would only grow its memory.
+    conn.pragma("cache_size", -(READER_CACHE_KB if readonly else WRITER_CACHE_KB))
     apsw.bestpractice.connection_dqs(conn)
     if not readonly:
         _migrate(conn)

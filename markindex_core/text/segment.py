@@ -126,7 +126,7 @@ def _stem(word: str) -> str:
     return _stemmer()(word) if word.isascii() and word.isalpha() else word
 
 
-@lru_cache(maxsize=65536)
+@lru_cache(maxsize=4096)  # small: indexing keeps joined terms in `_joined`; this serves queries
 def _word_terms(word: str) -> tuple[str, ...]:
     """A word or identifier (original case) -> whole lowercased form, then its (stemmed) parts."""
     if word.isalpha() and word.islower():  # the common case: one plain word, its stem
