@@ -200,7 +200,8 @@ def _delimiter_columns(line: str) -> int:
 
 def _row_cells(text: str) -> list[str]:
     """A trimmed table row split into cells at unescaped pipes, without the outer empty ones."""
-    cells = escapedSplit(text)
+    # Only a backslash can escape a pipe: without one, markdown-it's character loop is a split.
+    cells = text.split("|") if "\\" not in text else escapedSplit(text)
     if cells and cells[0] == "":
         cells.pop(0)
     if cells and cells[-1] == "":

@@ -11,8 +11,11 @@ from __future__ import annotations
 import random
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from markdown_it.rules_block.table import escapedSplit
 
-from markindex_core.index.blocks import scan_blocks, split_source_lines
+from markindex_core.index.blocks import _row_cells, scan_blocks, split_source_lines
 from markindex_core.index.decode import decode
 from markindex_core.index.markdown import _Collector, parse_markdown, parse_markdown_oracle
 from tests.paths import CORPUS, needs_corpus
@@ -492,3 +495,14 @@ def test_corpus_matches_markdown_it() -> None:
     for path in sorted(CORPUS.rglob("*.md")):
         rel = str(path.relative_to(CORPUS))
         assert_same(decode(path.read_bytes()).text, rel)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(alphabet="ab|\\` ", max_size=30))
+def test_row_cells_split_like_markdown_it(text: str) -> None:
+    cells = escapedSplit(text)
+    if cells and cells[0] == "":
+        cells.pop(0)
+    if cells and cells[-1] == "":
+        cells.pop()
+    assert _row_cells(text) == cells
