@@ -39,6 +39,7 @@ WORKER_DEPTH = (
     2  # documents handed to a parse worker at once: it parses on while results are written
 )
 WRITER_QUEUE_DEPTH = 1  # batches waiting for the writer thread while it writes one (memory)
+WORKER_NICE = 10  # parse workers run at this lower priority than the process that writes
 WORKER_STOP_GRACE_S = 2.0  # idle parse workers get this long to exit before they are killed
 SEGMENT_CACHE_WORDS = 200_000  # words whose joined terms a process keeps (then starts over)
 FTS_OPTIMIZE_AFTER_WRITES = 8  # merge FTS segments after this many small writes (or docs/50)

