@@ -29,6 +29,10 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from markindex_core.library import Library
 
 REPO = Path(__file__).resolve().parent.parent
 _PR_SET_CHILD_SUBREAPER = 36
@@ -56,11 +60,6 @@ def _sum_kb(path: str, field: str) -> int:
             return sum(int(line.split()[1]) for line in fh if line.startswith(field))
     except OSError:  # the process ended meanwhile
         return 0
-
-
-def tree_rss_mb(pid: int) -> float:
-    """Resident memory of a process and all its descendants, in MB."""
-    return sum(_sum_kb(f"/proc/{p}/status", "VmRSS:") for p in _tree(pid)) / 1024
 
 
 def tree_pss_mb(pid: int) -> float:
@@ -98,26 +97,34 @@ PSS_EVERY = 10
 def run_measured(cmd: list[str], env: dict[str, str] | None = None) -> dict[str, float]:
     """Run one whole process to its end: wall time, CPU seconds of it and every descendant it
     reaped, and the peak RSS of all its processes together (sampled every 20 ms; PSS every
-    200 ms)."""
+    200 ms) and of the largest one."""
+    return measure_process(cmd, env)[0]
+
+
+def measure_process(
+    cmd: list[str], env: dict[str, str] | None = None
+) -> tuple[dict[str, float], bytes]:
+    """`run_measured`'s figures and the process's standard output."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
-    peak_tree = peak_pss = 0.0
+    peak = {"tree": 0.0, "single": 0.0, "pss": 0.0}
     stop = threading.Event()
 
     def sample() -> None:
-        nonlocal peak_tree, peak_pss
         tick = 0
         while not stop.is_set():
-            peak_tree = max(peak_tree, tree_rss_mb(proc.pid))
+            each = [_sum_kb(f"/proc/{p}/status", "VmRSS:") / 1024 for p in _tree(proc.pid)]
+            peak["tree"] = max(peak["tree"], sum(each))
+            peak["single"] = max(peak["single"], *each, 0.0)
             if tick % PSS_EVERY == 0:  # smaps_rollup walks page tables: costly for the measured
-                peak_pss = max(peak_pss, tree_pss_mb(proc.pid))
+                peak["pss"] = max(peak["pss"], tree_pss_mb(proc.pid))
             tick += 1
             time.sleep(0.02)
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
-    _, err = proc.communicate()
+    out, err = proc.communicate()
     wall = time.perf_counter() - t0
     stop.set()
     sampler.join()
@@ -126,12 +133,14 @@ def run_measured(cmd: list[str], env: dict[str, str] | None = None) -> dict[str,
     if proc.returncode != 0:
         raise SystemExit(f"{Path(cmd[0]).name} failed: {err.decode(errors='replace')[-2000:]}")
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return {
+    figures = {
         "wall_s": wall,
         "cpu_s": cpu,
-        "peak_rss_tree_mb": peak_tree,
-        "peak_pss_tree_mb": peak_pss,
+        "peak_rss_tree_mb": peak["tree"],
+        "peak_rss_max_process_mb": peak["single"],
+        "peak_pss_tree_mb": peak["pss"],
     }
+    return figures, out
 
 
 FTS5_REFERENCE = """
@@ -219,46 +228,12 @@ def print_side_by_side(runs: dict[str, list[dict[str, float]]], size_mb: float) 
 
 
 def run_index(root: Path, db: Path, *extra: str) -> dict[str, float]:
-    """Run `markindex index` in a subprocess; wall time, peak RSS (largest process, whole tree)."""
-    cmd = [
-        sys.executable,
-        "-m",
-        "markindex_core",
-        "index",
-        str(root),
-        "--db",
-        str(db),
-        "--json",
-        *extra,
-    ]
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    peak_tree = peak_single = 0.0
-    stop = threading.Event()
-
-    def sample() -> None:
-        nonlocal peak_tree, peak_single
-        while not stop.is_set():
-            each = [_sum_kb(f"/proc/{p}/status", "VmRSS:") / 1024 for p in _tree(proc.pid)]
-            peak_tree = max(peak_tree, sum(each))
-            peak_single = max(peak_single, *each, 0.0)
-            time.sleep(0.05)
-
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
-    out, err = proc.communicate()
-    wall = time.perf_counter() - t0
-    stop.set()
-    sampler.join()
-    if proc.returncode != 0:
-        raise SystemExit(f"index failed: {err.decode(errors='replace')}")
-    # (Not RUSAGE_CHILDREN's ru_maxrss: that is the largest child this benchmark ever reaped,
-    # qmd's included.)
+    """Run `markindex index` in a subprocess: `run_measured`'s figures and what it indexed."""
+    cmd = [sys.executable, "-m", "markindex_core", "index", str(root), "--db", str(db), "--json"]
+    figures, out = measure_process([*cmd, *extra])
     report = json.loads(out)
     return {
-        "wall_s": wall,
-        "peak_rss_tree_mb": peak_tree,
-        "peak_rss_max_process_mb": peak_single,
+        **figures,
         "added": len(report["added"]),
         "updated": len(report["updated"]),
         "unchanged": report["unchanged"],
@@ -288,7 +263,16 @@ def query_latency(root: Path, db: Path, questions: list[str], rounds: int = 3) -
     from markindex_core.library import Library
 
     lib = Library(root, db)
-    for q in [*questions[:10], *questions[-10:]]:  # both languages: loads the segmenter
+    try:
+        return search_latency(lib, questions, rounds)
+    finally:
+        lib.close()
+
+
+def search_latency(lib: Library, questions: list[str], rounds: int = 3) -> dict[str, float]:
+    """p50/p95/max milliseconds of `lib.search` over the questions, after a warm-up of both ends
+    of the list (both languages: it loads the segmenter)."""
+    for q in [*questions[:10], *questions[-10:]]:
         lib.search(q)
     times = []
     for _ in range(rounds):
@@ -296,7 +280,6 @@ def query_latency(root: Path, db: Path, questions: list[str], rounds: int = 3) -
             t = time.perf_counter()
             lib.search(q)
             times.append((time.perf_counter() - t) * 1000)
-    lib.close()
     return {
         "p50_ms": statistics.median(times),
         "p95_ms": percentile(times, 0.95),

@@ -48,6 +48,30 @@ def add_indexing_options(p: argparse.ArgumentParser) -> None:
     )
 
 
+def add_model_server_args(p: Any, *, limits_prefix: str = "") -> None:
+    """--base-url and the request limits (`--{limits_prefix}rpm`, `--{limits_prefix}tpm`): one
+    definition for every command that asks a model (`p`: a parser or an argument group)."""
+    p.add_argument(
+        "--base-url",
+        metavar="URL",
+        help="the model server's base URL, overriding OPENAI_BASE_URL, OLLAMA_BASE_URL, … "
+        "(e.g. a local vLLM, llama.cpp, Ollama or LiteLLM server)",
+    )
+    p.add_argument(
+        f"--{limits_prefix}rpm",
+        type=int,
+        metavar="N",
+        help="at most N model requests in any 60 s window",
+    )
+    p.add_argument(
+        f"--{limits_prefix}tpm",
+        type=int,
+        metavar="N",
+        help="at most N estimated input tokens in any 60 s window (a CJK character is 1 token, "
+        "other characters 1 per 4)",
+    )
+
+
 def open_library(args: argparse.Namespace) -> Library:
     """The library named by ROOT and --db."""
     from markindex_core.library import Library

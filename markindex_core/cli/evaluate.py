@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from markindex_core.cli.common import Subparsers, add_library_args, emit_json, open_library
 from markindex_core.cli.retrieve import add_model_args
 from markindex_core.config import EVAL_AGENT_CONCURRENCY, RETRIEVE_MAX_STEPS
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 
 def register(sub: Subparsers) -> None:
@@ -91,26 +94,14 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if args.mode == "agent":
         _print_agent(report)
     from rich.console import Console
-    from rich.table import Table
     from rich.text import Text
 
     from markindex_core.text.safe import printable
 
-    table = Table(
-        title=f"retrieval quality (k={report['k']}, max evidence {args.max_evidence_lines or '∞'} lines)"
+    table = _per_set_table(
+        f"retrieval quality (k={report['k']}, max evidence {args.max_evidence_lines or '∞'} lines)",
+        ("hit@1", "hit@5", "MRR", "lines", "prec@1", "prec hit", "p50 ms"),
     )
-    for col in (
-        "set",
-        "n",
-        "hit@1",
-        "hit@5",
-        "MRR",
-        "lines",
-        "prec@1",
-        "prec hit",
-        "p50 ms",
-    ):
-        table.add_column(col, justify="right" if col != "set" else "left")
     for name, m in report["metrics"].items():
         table.add_row(
             Text(printable(name)),
@@ -133,13 +124,11 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 def _print_routing(report: dict[str, Any]) -> None:
     from rich.console import Console
-    from rich.table import Table
 
-    table = Table(
-        title=f"routing by browse metadata (k={report['k']}, {report['documents']} documents)"
+    table = _per_set_table(
+        f"routing by browse metadata (k={report['k']}, {report['documents']} documents)",
+        ("hit@1", "hit@5", "MRR"),
     )
-    for col in ("set", "n", "hit@1", "hit@5", "MRR"):
-        table.add_column(col, justify="right" if col != "set" else "left")
     for name, m in report["metrics"].items():
         table.add_row(
             name, str(m["questions"]), f"{m['hit@1']:.1%}", f"{m['hit@5']:.1%}", f"{m['mrr']:.3f}"
@@ -176,27 +165,28 @@ def _run_agent(
     )
 
 
+def _per_set_table(title: str, columns: tuple[str, ...]) -> Table:
+    """A table with one row per question set: its name, its size, then `columns` (numbers)."""
+    from rich.table import Table
+
+    table = Table(title=title)
+    table.add_column("set", justify="left")
+    for col in ("n", *columns):
+        table.add_column(col, justify="right")
+    return table
+
+
 def _print_agent(report: dict[str, Any]) -> None:
     """What the agent runs cost, per set; the quality table follows."""
     from rich.console import Console
-    from rich.table import Table
     from rich.text import Text
 
     from markindex_core.text.safe import printable
 
-    table = Table(title=f"agent runs ({printable(report['model'])})")
-    for col in (
-        "set",
-        "n",
-        "req/q",
-        "in tok/q",
-        "out tok/q",
-        "steps/q",
-        "tools/q",
-        "stops",
-        "errors",
-    ):
-        table.add_column(col, justify="right" if col != "set" else "left")
+    table = _per_set_table(
+        f"agent runs ({printable(report['model'])})",
+        ("req/q", "in tok/q", "out tok/q", "steps/q", "tools/q", "stops", "errors"),
+    )
     for name, m in report["metrics"].items():
         stops = ", ".join(f"{k} {v}" for k, v in sorted(m["stop_reasons"].items()))
         table.add_row(

@@ -9,6 +9,7 @@ from markindex_core.cli.common import (
     Subparsers,
     add_indexing_options,
     add_library_args,
+    add_model_server_args,
     emit_json,
     open_library,
 )
@@ -60,21 +61,7 @@ def add_summary_options(p: argparse.ArgumentParser) -> None:
         "openai:gpt-4o-mini, anthropic:claude-3-5-haiku-latest, openai-chat:NAME --base-url URL "
         "(cached in the index: an unchanged section is never asked for twice)",
     )
-    g.add_argument(
-        "--base-url",
-        metavar="URL",
-        help="the model server (overrides OPENAI_BASE_URL, OLLAMA_BASE_URL, …), e.g. a local "
-        "vLLM, llama.cpp, Ollama or LiteLLM server",
-    )
-    g.add_argument(
-        "--summary-rpm", type=int, metavar="N", help="at most N requests in any 60 s window"
-    )
-    g.add_argument(
-        "--summary-tpm",
-        type=int,
-        metavar="N",
-        help="at most N estimated input tokens in any 60 s window",
-    )
+    add_model_server_args(g, limits_prefix="summary-")
     g.add_argument(
         "--summary-concurrency",
         type=int,

@@ -5,12 +5,18 @@ from __future__ import annotations
 import argparse
 import sys
 
-from markindex_core.cli.common import Subparsers, add_library_args, emit_json, open_library
+from markindex_core.cli.common import (
+    Subparsers,
+    add_library_args,
+    add_model_server_args,
+    emit_json,
+    open_library,
+)
 from markindex_core.config import RETRIEVE_MAX_STEPS
 
 
 def add_model_args(p: argparse.ArgumentParser, *, required: bool = True) -> None:
-    """--model, --base-url, --rpm and --tpm: shared by the commands that ask a model."""
+    """--model, --base-url, --rpm and --tpm: for the commands that ask a model per question."""
     p.add_argument(
         "--model",
         required=required,
@@ -19,22 +25,7 @@ def add_model_args(p: argparse.ArgumentParser, *, required: bool = True) -> None
         "any OpenAI-compatible server, ollama:…, google-gla:…); keys come from the provider's "
         "environment variables",
     )
-    p.add_argument(
-        "--base-url",
-        metavar="URL",
-        help="the model server's base URL, overriding OPENAI_BASE_URL, OLLAMA_BASE_URL, … "
-        "(e.g. a local vLLM, llama.cpp, Ollama or LiteLLM server)",
-    )
-    p.add_argument(
-        "--rpm", type=int, metavar="N", help="at most N model requests in any 60 s window"
-    )
-    p.add_argument(
-        "--tpm",
-        type=int,
-        metavar="N",
-        help="at most N estimated input tokens in any 60 s window (a CJK character is 1 token, "
-        "other characters 1 per 4)",
-    )
+    add_model_server_args(p)
 
 
 def register(sub: Subparsers) -> None:

@@ -19,9 +19,9 @@ from markindex_core.config import (
 )
 from markindex_core.model import Passage, Section
 from markindex_core.text import segment
+from markindex_core.text.patterns import LAW_ARTICLE
 from markindex_core.text.tokens import estimate_tokens
 
-_ARTICLE = re.compile(r"^\s*(?:\*\*)?第[一二三四五六七八九十百千零〇两\d]+条")
 _LIST_ITEM = re.compile(r"^\s{0,3}(?:[-*+]|\d{1,9}[.)])\s")
 _HEADING = re.compile(r"^\s{0,3}#{1,6}(?:\s|$)")
 
@@ -61,7 +61,7 @@ def _group(blocks: list[tuple[int, int]], lines: list[str]) -> list[tuple[int, i
         first = lines[x]
         tokens = estimate_tokens("\n".join(lines[x:y]))
         if cur is not None:
-            starts_article = bool(_ARTICLE.match(first))
+            starts_article = bool(LAW_ARTICLE.match(first))
             fits = cur_tokens + tokens <= GROUP_MAX_TOKENS
             join = cur_tokens < PASSAGE_MIN_TOKENS or (
                 fits
@@ -80,12 +80,12 @@ def _group(blocks: list[tuple[int, int]], lines: list[str]) -> list[tuple[int, i
             if join:
                 cur = (cur[0], y)
                 cur_tokens += tokens
-                if not cur_article and _ARTICLE.match(lines[cur[0]]):
+                if not cur_article and LAW_ARTICLE.match(lines[cur[0]]):
                     cur_article = True
                 continue
             groups.append((*cur, cur_tokens))
         cur, cur_tokens = (x, y), tokens
-        cur_article = bool(_ARTICLE.match(first))
+        cur_article = bool(LAW_ARTICLE.match(first))
         cur_leadin = lines[y - 1].rstrip().endswith((":", "："))
     if cur is not None:
         groups.append((*cur, cur_tokens))

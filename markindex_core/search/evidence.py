@@ -12,15 +12,14 @@ from __future__ import annotations
 import re
 
 from markindex_core.config import PROSE_MAX_CJK_SHARE
+from markindex_core.text.patterns import LAW_ARTICLE
 
-# A law article's opening: `第十二条`, possibly bold.
-_ARTICLE = re.compile(r"^\s*(?:\*\*)?第[一二三四五六七八九十百千零〇两\d]+条")
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 
 
 def is_prose(text: str) -> bool:
     """Whether a passage may cite its neighbours: not a law article, and mostly not Chinese."""
-    if _ARTICLE.match(text):
+    if LAW_ARTICLE.match(text):
         return False
     chars = len("".join(text.split()))
     return chars == 0 or len(_CJK.findall(text)) <= PROSE_MAX_CJK_SHARE * chars

@@ -218,9 +218,10 @@ class Searcher:
             return []
         top_node = max(node_scores.values(), default=1.0) or 1.0
         ranked = _blend(passages, node_scores, top_node, boost or set())
-        ranked = demote_contents(ranked, self.queries.passage_texts)
+        texts = _PassageTexts(self.queries.passage_texts)  # read once for both uses below
+        ranked = demote_contents(ranked, texts)
         ranked = by_document(ranked, {pid: p.doc_id for pid, p in passages.items()})
-        prose = _ProseCheck(self.queries.passage_texts)
+        prose = _ProseCheck(texts)
         chosen = _choose(ranked, passages, node_scores, top_node, limit, prose)
         hits = (self._hit(pick, terms) for pick in chosen)
         return [h for h in hits if h is not None]
@@ -416,20 +417,33 @@ def _merge(
     return False
 
 
-class _ProseCheck:
-    """Whether a passage is prose (see `evidence.is_prose`), its text read once when asked."""
+class _PassageTexts:
+    """Passage texts of one search, each read from the store once: the table-of-contents check
+    and the citation merge ask for many of the same passages."""
 
-    def __init__(self, texts: Callable[[list[int]], dict[int, str]]) -> None:
+    def __init__(self, read: Callable[[list[int]], dict[int, str]]) -> None:
+        self._read = read
+        self._texts: dict[int, str] = {}
+
+    def __call__(self, ids: list[int]) -> dict[int, str]:
+        missing = [pid for pid in ids if pid not in self._texts]
+        if missing:
+            found = self._read(missing)
+            self._texts.update({pid: found.get(pid, "") for pid in missing})
+        return {pid: self._texts[pid] for pid in ids}
+
+
+class _ProseCheck:
+    """Whether a passage is prose (see `evidence.is_prose`), decided once per passage."""
+
+    def __init__(self, texts: _PassageTexts) -> None:
         self._texts = texts
         self._known: dict[int, bool] = {}
 
     def __call__(self, pid: int) -> bool:
         if pid not in self._known:
-            self._known[pid] = is_prose(self.text(pid))
+            self._known[pid] = is_prose(self._texts([pid]).get(pid, ""))
         return self._known[pid]
-
-    def text(self, pid: int) -> str:
-        return self._texts([pid]).get(pid, "")
 
 
 def _grow(passages: dict[int, PassageScore], pid: int, used: set[int]) -> tuple[int, int]:

@@ -872,10 +872,10 @@ def _stop_on_signals(loop: asyncio.AbstractEventLoop, stop: asyncio.Event) -> li
     for sig in (signal.SIGTERM, signal.SIGINT):
         try:
             loop.add_signal_handler(sig, stop.set)
-        except (NotImplementedError, RuntimeError, ValueError) as exc:
-            log.info("cannot stop on %s in this thread or platform: %s", sig.name, exc)
-            continue
-        installed.append(sig)
+        except (NotImplementedError, RuntimeError, ValueError) as exc:  # logged, not hidden
+            log.info("%s will not stop the daemon (this thread or platform): %s", sig.name, exc)
+        else:
+            installed.append(sig)
     return installed
 
 
