@@ -7,10 +7,8 @@ Who owns what: an `Indexer` and its `Store` belong to the one thread that calls 
 main thread, the daemon's writer thread, a terminal app worker). A full build hands its writes to a
 thread of its own for the run (see writer.py); the store is used by that thread alone meanwhile.
 Parsing runs in child processes owned by one `WorkerPool` per run (see workers.py), all stopped
-and reaped before `run` returns or raises. How they start is the caller's explicit choice,
-`start_method`: "forkserver" (the default) is safe in any process; "fork" starts faster but is
-safe only in a process that runs no other threads, because a forked child can inherit a lock
-that another thread held.
+and reaped before `run` returns or raises. Workers are fresh interpreters, not forks, so
+starting them is safe in a process that runs other threads (the daemon, a terminal app).
 
 Files are never trusted to stay what the scan saw: see workers.read_regular. A skipped file is
 tried again on every run, since what made it unreadable (permissions) can change without
@@ -19,7 +17,6 @@ changing its size or mtime.
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import posixpath
 import time
@@ -53,7 +50,6 @@ from markindex_core.index.scan import (
 from markindex_core.index.workers import (
     Job,
     Result,
-    StartMethod,
     Unreadable,
     Vanished,
     WorkerPool,
@@ -131,7 +127,6 @@ class Indexer:
         ignore: list[str] | None = None,
         setext: bool | None = None,
         workers: int | None = None,
-        start_method: StartMethod = "forkserver",
         parse_timeout: float = PARSE_TIMEOUT_S,
         after_write: AfterWrite | None = None,
     ) -> None:
@@ -142,7 +137,6 @@ class Indexer:
         stored = store.get_meta("setext")
         self.params = TreeParams(setext=setext if setext is not None else stored != "0")
         self.workers = workers if workers is not None else min(2, os.cpu_count() or 1)
-        self.start_method: StartMethod = start_method  # see the module docstring
         self.parse_timeout = parse_timeout
         self.rules = IgnoreRules(root, self.ignore)
 
@@ -324,8 +318,8 @@ class Indexer:
         batch: list[ParsedDocument] = []
         batch_bytes = 0
         limit = BATCH_DOCS if len(todo) > BATCH_DOCS else 1
-        # A thread writes while results are read, unless workers are forked (not safe with threads).
-        threaded = limit > 1 and self.workers > 1 and self.start_method != "fork"
+        # A thread writes while the workers' results are read.
+        threaded = limit > 1 and self.workers > 1
         sizes = {rel: files[rel].size for rel in todo}
         store = self.store
         with RunWriter(threaded=threaded) as writer:
@@ -387,14 +381,10 @@ class Indexer:
             return
         # Largest first (sizes from the scan), so one big file does not finish last on its own.
         jobs = sorted(jobs, key=lambda j: -sizes[j.rel])
-        if self.start_method == "fork":
-            segment.warm()  # forked workers share the loaded segmenters
-        elif self.start_method == "forkserver":  # a server started now imports the parser once
-            multiprocessing.set_forkserver_preload(["markindex_core.index.workers"])
-        pool = WorkerPool(self.workers, self.start_method, self.parse_timeout)
+        pool = WorkerPool(self.workers, self.parse_timeout)
         try:
             pool.start()
-        except (OSError, ValueError):  # no usable stdio for a fork server (e.g. inside a TUI)
+        except OSError:  # no interpreter to start workers with (e.g. an embedded Python)
             pool.stop()
             for job in jobs:
                 yield load(job)

@@ -34,7 +34,6 @@ import ctypes
 import errno
 import gc
 import logging
-import multiprocessing
 import os
 import signal
 import sys
@@ -43,7 +42,6 @@ import time
 from collections.abc import Awaitable, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from multiprocessing import forkserver
 from pathlib import Path
 from typing import Any
 
@@ -643,16 +641,6 @@ class Daemon:
             setext=self.setext,
             after_write=self.after_write,
         )
-        # This process has threads (watchdog, MCP, the loop): a forked parse worker could inherit
-        # a lock some other thread held and hang. Workers come from a clean fork server instead,
-        # started now with the parser loaded so a burst does not pay for it.
-        self._indexer.start_method = "forkserver"
-        multiprocessing.set_forkserver_preload(["markindex_core.index.indexer"])
-        try:
-            forkserver.ensure_running()
-        except (OSError, ValueError) as exc:  # ValueError: no real stderr fd (e.g. inside a TUI)
-            log.warning("cannot start the parse worker server (%s): parsing in-process", exc)
-            self._indexer.workers = 1
 
     def _close_writer(self) -> None:
         store, self._store, self._indexer = self._store, None, None

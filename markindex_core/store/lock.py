@@ -25,7 +25,7 @@ _FLOCK_STRUCT = "hhqqi4x"  # struct flock on Linux: type, whence, start, len (of
 
 
 def _forget_in_child() -> None:
-    """A forked child (a parse worker) drops its copy of every held lock.
+    """A forked child drops its copy of every held lock.
 
     The lock belongs to the open file, which fork shares: a worker that outlived a killed writer
     would otherwise keep the library locked. Closing the child's descriptor leaves the parent's lock be.

@@ -70,7 +70,8 @@ def engine() -> str:
 
 
 def warm() -> None:
-    """Load the segmenters now: forked parse workers then share them instead of each loading."""
+    """Load the segmenters now: a parse worker does it before its first document, whose deadline
+    then measures parsing only."""
     _cutter()
     _stemmer()
 

@@ -155,7 +155,7 @@ def _children(pid: int) -> list[int]:
 
 
 def _descendants(pid: int) -> list[int]:
-    """Children, then grandchildren (the forkserver, then the parse workers it forks), and so on."""
+    """Children (the parse workers), their children, and so on."""
     found: list[int] = []
     level = _children(pid)
     while level:
@@ -169,24 +169,22 @@ def _descendants(pid: int) -> list[int]:
     reason="watches worker processes through /proc; needs the parallel parse path",
 )
 def test_killed_writer_frees_the_lock_even_while_its_parse_workers_run(tmp_path: Path) -> None:
-    """Forked parse workers must not keep the writer lock alive once their parent is gone."""
+    """Parse workers must not keep the writer lock alive once their parent is gone."""
     from markindex_core.store.lock import WriterLock
 
     root = tmp_path / "lib"
     para = "parse worker content with enough words to take a while " * 30
-    for i in range(40):  # > PARALLEL_MIN_BYTES so the indexer forks its worker pool
+    for i in range(40):  # > PARALLEL_MIN_BYTES so the indexer starts its worker pool
         write(root, f"d{i}.md", "\n\n".join(f"## S{j}\n\n{para}" for j in range(40)))
     db = tmp_path / "index.db"
     proc = subprocess.Popen(
         index_cmd(root, db), cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
     )
     try:
-        # Kill once the workers run: the parse workers are the forkserver's children. (Killing the
-        # writer in the instant it hands a new worker its start-up data is a different case: that
-        # worker reports the cut pipe on stderr before any markindex code runs.)
+        # Kill once the workers run.
         deadline = time.monotonic() + 20
-        while not [w for c in _children(proc.pid) for w in _children(c)]:
-            assert proc.poll() is None, "the indexer finished before it forked workers"
+        while not _children(proc.pid):
+            assert proc.poll() is None, "the indexer finished before it started workers"
             assert time.monotonic() < deadline, "no parse workers started"
             time.sleep(0.005)
         time.sleep(0.1)

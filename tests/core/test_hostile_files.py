@@ -274,7 +274,7 @@ _STOP_SCRIPT = """
                 os.kill(pid, signal.SIGSTOP)
 
     store, lock = open_for_writing(db)
-    indexer = Indexer(lib, store, workers=2, start_method="fork", parse_timeout=5.0)
+    indexer = Indexer(lib, store, workers=2, parse_timeout=5.0)
     report = indexer.run(stop_workers)
     print(json.dumps({"report": report.to_json(), "stopped": stopped, "left": children()}))
 """
@@ -298,15 +298,8 @@ def test_a_stuck_parse_worker_times_out_and_the_run_finishes(tmp_path: Path) -> 
 
 
 def _workers_of(pid: int) -> set[int]:
-    """Parse workers: forked children, or children of the fork server (not the server itself)."""
-    found: set[int] = set()
-    for child in _children(pid):
-        line = _cmdline(child)
-        if "forkserver" in line:
-            found.update(_children(child))
-        elif "resource_tracker" not in line:
-            found.add(child)
-    return found
+    """Parse workers: the children running the worker loop."""
+    return {c for c in _children(pid) if "serve_fd" in _cmdline(c)}
 
 
 def test_a_killed_parse_worker_does_not_stop_markindex_index(tmp_path: Path) -> None:
@@ -346,7 +339,8 @@ def test_a_killed_parse_worker_does_not_stop_markindex_index(tmp_path: Path) -> 
 
 
 def test_no_parse_worker_outlives_a_run(tmp_path: Path) -> None:
-    """Every worker (and the fork server's children) is gone when `index` has exited."""
+    """Every worker is gone when `index` has exited, and no process but the workers ran beside it
+    (no fork server or resource tracker: they cost memory and outlive nothing useful)."""
     lib = tmp_path / "lib"
     _library(lib, 60, body="words and more words\n" * 3000)
     proc = subprocess.Popen(
@@ -357,13 +351,17 @@ def test_no_parse_worker_outlives_a_run(tmp_path: Path) -> None:
         env=CHILD_ENV,
     )
     seen: set[int] = set()
+    others: set[str] = set()
     end = time.monotonic() + 120
     while proc.poll() is None and time.monotonic() < end:
-        seen |= _workers_of(proc.pid)
+        workers = _workers_of(proc.pid)
+        seen |= workers
+        others |= {_cmdline(c) for c in set(_children(proc.pid)) - workers}
         time.sleep(0.01)
     proc.communicate(timeout=120)
     assert proc.returncode == 0
     assert seen, "no parse worker was ever seen"
+    assert others <= {""}, others  # "": a worker seen before its command line was readable
     assert _wait_gone(seen) == set()
 
 

@@ -59,7 +59,7 @@ def test_worker_results_equal_in_process_results(tmp_path: Path) -> None:
         (root / name).write_bytes(data)
     rels = sorted(str(p.relative_to(root)) for p in root.rglob("*.md"))
     jobs = [Job(str(root), rel, TreeParams(setext=True)) for rel in rels]
-    pool = WorkerPool(2, "forkserver", 60.0)
+    pool = WorkerPool(2, 60.0)
     pool.start()
     by_rel = {getattr(r, "path", ""): r for r in pool.results(jobs)}
     assert len(by_rel) == len(jobs)
@@ -227,7 +227,7 @@ def _content(conn: apsw.Connection) -> list[tuple[object, ...]]:
 
 
 def test_parse_workers_yield_the_cpu_to_the_writing_process() -> None:
-    pool = WorkerPool(1, "forkserver", 60.0)
+    pool = WorkerPool(1, 60.0)
     pool.start()
     try:
         worker = pool.workers[0].process
