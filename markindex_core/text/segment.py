@@ -122,23 +122,39 @@ def _stemmer() -> Callable[[str], str]:
     return Stemmer.Stemmer("english").stemWord  # type: ignore[no-any-return]
 
 
-def _stem(word: str) -> str:
-    """English words are reduced to their Snowball stem (expired, expiration -> expir)."""
-    return _stemmer()(word) if word.isascii() and word.isalpha() else word
+class _Stems(dict[str, str]):
+    """Lowercased word or identifier part -> its Snowball stem (itself when it is not an
+    English word), filled on first use: identifiers repeat the same parts (`id`, `name`)."""
+
+    def __missing__(self, part: str) -> str:
+        if len(self) >= SEGMENT_CACHE_WORDS:  # bounded, like `_joined`
+            self.clear()
+        stem = self[part] = _stemmer()(part) if part.isascii() and part.isalpha() else part
+        return stem
+
+
+_stems = _Stems()
 
 
 @lru_cache(maxsize=4096)  # small: indexing keeps joined terms in `_joined`; this serves queries
 def _word_terms(word: str) -> tuple[str, ...]:
-    """A word or identifier (original case) -> whole lowercased form, then its (stemmed) parts."""
-    if word.isalpha() and word.islower():  # the common case: one plain word, its stem
-        return (_stem(word),)
+    """A word or identifier (original case) -> whole lowercased form, then its (stemmed) parts.
+
+    English words are reduced to their Snowball stem (expired, expiration -> expir)."""
+    if word.isalpha():  # the common cases: one plain or capitalized word, its stem
+        if word.islower():
+            return (_stems[word],)
+        if word.isascii() and word.istitle():
+            return (_stems[word.lower()],)
     lower = word.lower()
     parts: list[str] = []
     for piece in _CONNECTOR.split(word):
         if not piece:
             continue
-        sub = _CAMEL.findall(piece) if not piece.islower() and not piece.isupper() else [piece]
-        parts.extend(_stem(p.lower()) for p in sub if p)
+        if piece.islower() or piece.isupper():
+            parts.append(_stems[piece.lower()])
+        else:
+            parts.extend([_stems[p.lower()] for p in _CAMEL.findall(piece) if p])
     if len(parts) == 1 and (parts[0] == lower or lower.isalpha()):
         return (parts[0],)
     if len(parts) == 1:

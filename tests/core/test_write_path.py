@@ -118,6 +118,46 @@ def test_fast_nfkc_on_every_replaced_character_and_its_neighbours() -> None:
             assert segment.nfkc(text) == unicodedata.normalize("NFKC", text), repr(text)
 
 
+def _reference_word_terms(word: str) -> tuple[str, ...]:
+    """The rule in its plainest form: the whole lowercased word, then each part (split at
+    connectors and case changes) lowercased and stemmed when it is an English word; a word
+    with one part is just that part."""
+    stem = segment._stemmer()
+    parts = [
+        stem(p.lower()) if p.isascii() and p.isalpha() else p.lower()
+        for piece in re.split(r"[-_.+#/]+", word)
+        if piece
+        for p in ([piece] if piece.islower() or piece.isupper() else segment._CAMEL.findall(piece))
+        if p
+    ]
+    lower = word.lower()
+    if len(parts) == 1 and (parts[0] == lower or lower.isalpha()):
+        return (parts[0],)
+    return (lower, parts[0]) if len(parts) == 1 else (lower, *parts)
+
+
+_WORDISH = st.text(
+    alphabet=st.one_of(
+        st.sampled_from("abcXYZ09-_.+#/"), st.characters(max_codepoint=0x2FF, categories=["L"])
+    ),
+    min_size=1,
+    max_size=16,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_WORDISH)
+@example("Kubernetes")
+@example("Über")
+@example("XMLHttpRequest")
+@example("tidb_mem_quota_query")
+@example("İstanbul")
+@example("ǅemal")
+def test_word_terms_follow_the_plain_rule(word: str) -> None:
+    segment._word_terms.cache_clear()
+    assert segment._word_terms(word) == _reference_word_terms(word)
+
+
 @settings(max_examples=300, deadline=None)
 @given(_MIXED)
 def test_terms_text_is_the_terms_joined(text: str) -> None:
