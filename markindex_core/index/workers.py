@@ -28,7 +28,6 @@ from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field, fields
 from multiprocessing.connection import wait
-from pathlib import Path
 
 from markindex_core.config import (
     MAX_FILE_BYTES,
@@ -407,18 +406,16 @@ def _spawn() -> _Worker:
     return _Worker(process, parent)
 
 
-_PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])
-
-
 def _command(fd: int) -> list[str]:
-    """This interpreter, importing this copy of markindex first (whatever the working folder)."""
+    """This interpreter, importing from this process's search path (as multiprocessing's spawn
+    does), so a worker loads the same markindex and dependencies whatever the working folder."""
     if not sys.executable:
         raise OSError("no Python executable to start parse workers with")
     code = (
-        "import sys; sys.path.insert(0, sys.argv[2]); "
+        "import sys; sys.path[:0] = sys.argv[2:]; "
         "from markindex_core.index.workers import serve_fd; serve_fd(int(sys.argv[1]))"
     )
-    return [sys.executable, "-P", "-c", code, str(fd), _PACKAGE_PARENT]
+    return [sys.executable, "-P", "-c", code, str(fd), *sys.path]
 
 
 def _stderr() -> int | None:
