@@ -41,6 +41,8 @@ WORKER_DEPTH = (
     2  # documents handed to a parse worker at once: it parses on while results are written
 )
 WRITER_QUEUE_DEPTH = 1  # batches waiting for the writer thread while it writes one (memory)
+WORKER_START_S = 60.0  # a new parse worker's time to start (imports, dictionaries) before its
+#                       first document's deadline starts (~0.5 s on an idle machine)
 WORKER_NICE = 10  # parse workers run at this lower priority than the process that writes
 WORKER_STOP_GRACE_S = 2.0  # idle parse workers get this long to exit before they are killed
 SEGMENT_CACHE_WORDS = 200_000  # words whose joined terms a process keeps (then starts over)

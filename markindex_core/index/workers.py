@@ -5,7 +5,8 @@ since the scan, so it is opened without following links and without blocking, ch
 regular file on the opened descriptor, and read up to the size limit only.
 
 Each worker parses one document at a time, with the next one or two queued. The document being
-parsed gets a deadline; a worker that misses it is killed, the document is skipped as timed out
+parsed gets a deadline, counted from when the worker said it had started (a fresh interpreter
+takes a moment to import); a worker that misses it is killed, the document is skipped as timed out
 and the queued ones go to a fresh worker. A worker that dies (the OOM killer, a signal) is
 replaced and the document it was parsing is tried once more, then skipped. When the run ends
 or is abandoned (the consumer stops iterating), every worker is stopped and reaped.
@@ -33,6 +34,7 @@ from markindex_core.config import (
     MAX_FILE_BYTES,
     WORKER_DEPTH,
     WORKER_NICE,
+    WORKER_START_S,
     WORKER_STOP_GRACE_S,
     TreeParams,
 )
@@ -43,6 +45,7 @@ from markindex_core.text import segment
 _OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 _PR_SET_PDEATHSIG = 1
 _HEADER = struct.Struct("!Q")  # each message: its length, then a pickle
+_READY = "ready"  # a worker's first message: imports done, segmenters loaded
 
 
 class Unreadable(Exception):
@@ -221,6 +224,10 @@ def serve_fd(fd: int) -> None:
     _worker_init()
     sock = socket.socket(fileno=fd)
     segment.warm()
+    try:
+        _send(sock, _READY)
+    except OSError:
+        return
     while True:
         try:
             (size,) = _HEADER.unpack(_recv_exactly(sock, _HEADER.size))
@@ -249,6 +256,7 @@ class _Worker:
     jobs: deque[Job] = field(default_factory=deque)
     deadline: float = 0.0  # for the oldest job
     inbox: bytearray = field(default_factory=bytearray)
+    ready: bool = False  # it has started: the oldest job's deadline counts from then
 
     def read_available(self) -> list[Result]:
         """The results that have arrived whole. EOFError when the worker is gone."""
@@ -268,8 +276,12 @@ class _Worker:
             end = _HEADER.size + size
             if len(self.inbox) < end:
                 break
-            results.append(unpack(pickle.loads(memoryview(self.inbox)[_HEADER.size : end])))
+            result = unpack(pickle.loads(memoryview(self.inbox)[_HEADER.size : end]))
             del self.inbox[:end]
+            if isinstance(result, str):  # _READY
+                self.ready = True
+            else:
+                results.append(result)
         return results
 
 
@@ -310,8 +322,9 @@ class WorkerPool:
                     pending.appendleft(job)
                     self._replace(i, pending)
                     continue
-                if not worker.jobs:
-                    worker.deadline = time.monotonic() + self.timeout_s
+                if not worker.jobs:  # a worker still starting gets time to start first
+                    start = 0.0 if worker.ready else WORKER_START_S
+                    worker.deadline = time.monotonic() + start + self.timeout_s
                 worker.jobs.append(job)
 
     def _collect(self, pending: deque[Job]) -> Iterator[Result]:
@@ -331,12 +344,15 @@ class WorkerPool:
 
     def _receive(self, i: int, pending: deque[Job]) -> Iterator[Result]:
         worker = self.workers[i]
+        starting = not worker.ready
         try:
             results = worker.read_available()
         except EOFError:  # the worker died: out of memory, or killed
             results, died = [], True
         else:
             died = False
+        if starting and worker.ready:  # the time it took to start is not parsing time
+            worker.deadline = time.monotonic() + self.timeout_s
         for result in results:
             worker.jobs.popleft()
             worker.deadline = time.monotonic() + self.timeout_s

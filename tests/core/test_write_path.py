@@ -67,6 +67,20 @@ def test_worker_results_equal_in_process_results(tmp_path: Path) -> None:
         assert by_rel[job.rel] == load(job)
 
 
+def test_a_workers_start_up_is_not_counted_against_its_first_documents_deadline(
+    tmp_path: Path,
+) -> None:
+    """Starting a worker (a fresh interpreter, ~0.5 s) takes longer than this parse deadline;
+    parsing a short document does not: it is parsed, not skipped as timed out."""
+    root = make_library(tmp_path / "lib")
+    jobs = [Job(str(root), "intro.md", TreeParams(setext=True))]
+    (root / "intro.md").write_text("# Intro\n\nShort.\n", encoding="utf-8")
+    pool = WorkerPool(1, 0.05)
+    pool.start()
+    results = list(pool.results(jobs))
+    assert [type(r).__name__ for r in results] == ["ParsedDocument"], results
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.text(alphabet=st.characters(max_codepoint=127), max_size=80))
 def test_ascii_word_pattern_matches_unicode_pattern(text: str) -> None:
