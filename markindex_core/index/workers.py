@@ -40,12 +40,11 @@ from markindex_core.config import (
 )
 from markindex_core.index.document import build_document
 from markindex_core.model import ParsedDocument, Passage, Section, SkippedFile
-from markindex_core.text import segment
 
 _OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 _PR_SET_PDEATHSIG = 1
 _HEADER = struct.Struct("!Q")  # each message: its length, then a pickle
-_READY = "ready"  # a worker's first message: imports done, segmenters loaded
+_READY = "ready"  # a worker's first message: its imports are done
 
 
 class Unreadable(Exception):
@@ -223,7 +222,6 @@ def serve_fd(fd: int) -> None:
     parent closes its end."""
     _worker_init()
     sock = socket.socket(fileno=fd)
-    segment.warm()
     try:
         _send(sock, _READY)
     except OSError:
