@@ -17,6 +17,7 @@ changing its size or mtime.
 
 from __future__ import annotations
 
+import logging
 import os
 import posixpath
 import time
@@ -48,6 +49,7 @@ from markindex_core.index.scan import (
     scan,
 )
 from markindex_core.index.workers import (
+    CodeChanged,
     Job,
     Result,
     Unreadable,
@@ -67,6 +69,8 @@ Progress = Callable[[int, int, str], None]
 # Runs after every run's documents are written (e.g. model summaries, see llm/summaries.py), with
 # the writer store, the run's report (which it may add to) and the run's progress callback.
 AfterWrite = Callable[[Store, "IndexReport", Progress | None], None]
+
+log = logging.getLogger("markindex.index")
 
 
 @dataclass
@@ -389,7 +393,16 @@ class Indexer:
             for job in jobs:
                 yield load(job)
             return
-        yield from pool.results(jobs)
+        done: set[str] = set()
+        try:
+            for result in pool.results(jobs):
+                done.add(result.rel if isinstance(result, Vanished) else result.path)
+                yield result
+        except CodeChanged as exc:  # the index stays live; the user learns why it is slower
+            log.warning("%s; parsing in this process meanwhile", exc)
+            for job in jobs:
+                if job.rel not in done:
+                    yield load(job)
 
 
 class _Subrules:

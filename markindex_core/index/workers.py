@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import hashlib
 import os
 import pickle
 import signal
@@ -29,6 +30,7 @@ from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field, fields
 from multiprocessing.connection import wait
+from pathlib import Path
 
 from markindex_core.config import (
     MAX_FILE_BYTES,
@@ -44,7 +46,37 @@ from markindex_core.model import ParsedDocument, Passage, Section, SkippedFile
 _OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 _PR_SET_PDEATHSIG = 1
 _HEADER = struct.Struct("!Q")  # each message: its length, then a pickle
-_READY = "ready"  # a worker's first message: its imports are done
+
+
+def _code_token() -> str:
+    """What the parsing code this process imported looks like on disk (each module's size and
+    mtime): a worker started after markindex was upgraded in place runs other code than the
+    process that reads its results, and must not be trusted to speak the same protocol."""
+    package = Path(__file__).resolve().parents[1]
+    modules = ("model.py", "config.py", "index/*.py", "text/*.py")
+    files = sorted(f for pattern in modules for f in package.glob(pattern))
+    stats = []
+    for f in files:
+        try:
+            st = f.stat()
+        except OSError:
+            continue
+        stats.append(f"{f.name}:{st.st_size}:{st.st_mtime_ns}")
+    return hashlib.blake2b(";".join(stats).encode(), digest_size=8).hexdigest()
+
+
+CODE_TOKEN = _code_token()  # taken at import: the code this process runs
+
+
+class CodeChanged(Exception):
+    """A parse worker runs other markindex code than this process (upgraded while running)."""
+
+
+@dataclass(frozen=True)
+class _Ready:
+    """A worker's first message: its imports are done, and which code it runs."""
+
+    code_token: str
 
 
 class Unreadable(Exception):
@@ -223,7 +255,7 @@ def serve_fd(fd: int) -> None:
     _worker_init()
     sock = socket.socket(fileno=fd)
     try:
-        _send(sock, _READY)
+        _send(sock, _Ready(CODE_TOKEN))
     except OSError:
         return
     while True:
@@ -276,7 +308,12 @@ class _Worker:
                 break
             result = unpack(pickle.loads(memoryview(self.inbox)[_HEADER.size : end]))
             del self.inbox[:end]
-            if isinstance(result, str):  # _READY
+            if isinstance(result, _Ready):
+                if result.code_token != CODE_TOKEN:
+                    raise CodeChanged(
+                        "the installed markindex changed since this process started"
+                        " (upgraded while running?): restart it"
+                    )
                 self.ready = True
             else:
                 results.append(result)

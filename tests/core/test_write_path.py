@@ -16,6 +16,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from markindex_core.config import WORKER_NICE, TreeParams
+from markindex_core.index import workers
 from markindex_core.index.document import build_document
 from markindex_core.index.indexer import Indexer, open_for_writing
 from markindex_core.index.workers import Job, WorkerPool, load, pack, unpack
@@ -262,6 +263,26 @@ def test_full_build_with_a_writer_thread_equals_one_without(tmp_path: Path) -> N
         store.close()
         lock.release()
     assert dumps[0] == dumps[1]
+
+
+def test_workers_running_other_code_are_not_trusted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """markindex upgraded in place under a running daemon: the workers it starts now run other
+    code than it does. The run still indexes every document (in this process) and says why."""
+    root = make_library(tmp_path / "lib")
+    para = "Workers and the process reading their results must run the same code.\n\n"
+    for k in range(5):  # > PARALLEL_MIN_BYTES in more than 4 documents: the workers are used
+        (root / f"big{k}.md").write_text(f"# Big {k}\n\n" + para * 6000, encoding="utf-8")
+    monkeypatch.setattr(workers, "CODE_TOKEN", "the code before an upgrade")
+    store, lock = open_for_writing(tmp_path / "index.db")
+    with caplog.at_level("WARNING", logger="markindex.index"):
+        report = Indexer(root, store, workers=2).run()
+    store.close()
+    lock.release()
+    assert not report.skipped and not report.errors
+    assert {f"big{k}.md" for k in range(5)} <= set(report.added)
+    assert "changed since this process started" in caplog.text
 
 
 def _content(conn: apsw.Connection) -> list[tuple[object, ...]]:
