@@ -338,6 +338,32 @@ def test_a_killed_parse_worker_does_not_stop_markindex_index(tmp_path: Path) -> 
     assert _wait_gone(seen) == set()
 
 
+def test_ctrl_c_while_the_workers_start_shows_no_traceback(tmp_path: Path) -> None:
+    """A terminal's Ctrl-C reaches every process of the foreground group, workers included,
+    possibly while they are still importing: `index` says "interrupted", nothing else."""
+    lib = tmp_path / "lib"
+    _library(lib, 60, body="words and more words\n" * 3000)
+    proc = subprocess.Popen(
+        [*MARKINDEX, "index", str(lib), "--db", str(tmp_path / "index.db")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=CHILD_ENV,
+        start_new_session=True,  # its own process group, as a terminal's foreground job
+    )
+    end = time.monotonic() + 60
+    while not _workers_of(proc.pid) and proc.poll() is None and time.monotonic() < end:
+        time.sleep(0.002)
+    workers = _workers_of(proc.pid)
+    assert workers, "the run ended before it started workers"
+    time.sleep(0.05)  # the workers' interpreters are up and importing
+    os.killpg(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    assert _wait_gone(workers) == set()
+
+
 def test_no_parse_worker_outlives_a_run(tmp_path: Path) -> None:
     """Every worker is gone when `index` has exited, and no process but the workers ran beside it
     (no fork server or resource tracker: they cost memory and outlive nothing useful)."""
