@@ -49,12 +49,12 @@ from markindex_core.index.scan import (
     scan,
 )
 from markindex_core.index.workers import (
-    CodeChanged,
     Job,
     Result,
     Unreadable,
     Vanished,
     WorkerPool,
+    WorkersUnavailable,
     load,
     read_regular,
 )
@@ -398,7 +398,7 @@ class Indexer:
             for result in pool.results(jobs):
                 done.add(result.rel if isinstance(result, Vanished) else result.path)
                 yield result
-        except CodeChanged as exc:  # the index stays live; the user learns why it is slower
+        except WorkersUnavailable as exc:  # the index stays live; the user learns why it is slower
             log.warning("%s; parsing in this process meanwhile", exc)
             for job in jobs:
                 if job.rel not in done:

@@ -68,7 +68,13 @@ def _code_token() -> str:
 CODE_TOKEN = _code_token()  # taken at import: the code this process runs
 
 
-class CodeChanged(Exception):
+class WorkersUnavailable(Exception):
+    """Parse workers cannot serve the rest of this run; the message says why. Every document
+    not yet answered is still to do; a document that hung or killed a worker has been answered
+    (skipped) before this is raised, so it is never parsed outside a worker."""
+
+
+class CodeChanged(WorkersUnavailable):
     """A parse worker runs other markindex code than this process (upgraded while running)."""
 
 
@@ -374,8 +380,8 @@ class WorkerPool:
             worker = self.workers[i]
             if worker.jobs and time.monotonic() >= worker.deadline:
                 job = worker.jobs.popleft()
-                self._replace(i, pending)
                 yield SkippedFile(job.rel, f"timed out: not parsed within {self.timeout_s:g} s")
+                self._replace(i, pending)
 
     def _receive(self, i: int, pending: deque[Job]) -> Iterator[Result]:
         worker = self.workers[i]
@@ -394,12 +400,12 @@ class WorkerPool:
             yield result
         if died and worker.jobs:
             job = worker.jobs.popleft()
-            self._replace(i, pending)
             tries = self.tries[job.rel] = self.tries.get(job.rel, 0) + 1
+            if tries >= 2:
+                yield SkippedFile(job.rel, "the parse worker died twice on it (out of memory?)")
+            self._replace(i, pending)
             if tries < 2:
                 pending.appendleft(job)
-            else:
-                yield SkippedFile(job.rel, "the parse worker died twice on it (out of memory?)")
         elif died:
             self._replace(i, pending)
 
@@ -408,7 +414,10 @@ class WorkerPool:
         worker = self.workers[i]
         pending.extendleft(reversed(worker.jobs))
         self._kill(worker)
-        self.workers[i] = _spawn()
+        try:
+            self.workers[i] = _spawn()
+        except OSError as exc:  # e.g. no memory left to start a process
+            raise WorkersUnavailable(f"cannot start a parse worker: {exc.strerror or exc}") from exc
 
     def _kill(self, worker: _Worker) -> None:
         worker.jobs.clear()
