@@ -386,23 +386,20 @@ class Indexer:
         # Largest first (sizes from the scan), so one big file does not finish last on its own.
         jobs = sorted(jobs, key=lambda j: -sizes[j.rel])
         pool = WorkerPool(self.workers, self.parse_timeout)
-        try:
-            pool.start()
-        except OSError:  # no interpreter to start workers with (e.g. an embedded Python)
-            pool.stop()
-            for job in jobs:
-                yield load(job)
-            return
         done: set[str] = set()
         try:
+            pool.start()
             for result in pool.results(jobs):
                 done.add(result.rel if isinstance(result, Vanished) else result.path)
                 yield result
         except WorkersUnavailable as exc:  # the index stays live; the user learns why it is slower
+            pool.stop()
             log.warning("%s; parsing in this process meanwhile", exc)
             for job in jobs:
                 if job.rel not in done:
                     yield load(job)
+        finally:
+            pool.stop()  # however the run ends (stopping twice is harmless)
 
 
 class _Subrules:

@@ -340,7 +340,7 @@ class WorkerPool:
     def start(self) -> None:
         """Start the workers now, so a failure to start shows before any job is handed out."""
         while len(self.workers) < self.size:
-            self.workers.append(_spawn())
+            self.workers.append(_start_worker())
 
     def results(self, jobs: list[Job]) -> Iterator[Result]:
         """Every job's result, in completion order; stops all workers however the loop ends."""
@@ -414,10 +414,7 @@ class WorkerPool:
         worker = self.workers[i]
         pending.extendleft(reversed(worker.jobs))
         self._kill(worker)
-        try:
-            self.workers[i] = _spawn()
-        except OSError as exc:  # e.g. no memory left to start a process
-            raise WorkersUnavailable(f"cannot start a parse worker: {exc.strerror or exc}") from exc
+        self.workers[i] = _start_worker()
 
     def _kill(self, worker: _Worker) -> None:
         worker.jobs.clear()
@@ -440,6 +437,15 @@ class WorkerPool:
                 _reap(worker.process, max(0.0, deadline - time.monotonic()))
             self._kill(worker)
         self.workers = []
+
+
+def _start_worker() -> _Worker:
+    """`_spawn`, or WorkersUnavailable saying why not (no memory or process slot left, no
+    interpreter to run: an embedded Python)."""
+    try:
+        return _spawn()
+    except OSError as exc:
+        raise WorkersUnavailable(f"cannot start a parse worker: {exc.strerror or exc}") from exc
 
 
 def _spawn() -> _Worker:

@@ -288,33 +288,35 @@ def test_workers_running_other_code_are_not_trusted(
     assert "changed since this process started" in caplog.text
 
 
-def test_a_worker_that_cannot_be_replaced_leaves_the_rest_to_this_process(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+@pytest.mark.parametrize("starts", [0, 2])
+def test_when_no_worker_can_be_started_this_process_parses_the_rest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, starts: int
 ) -> None:
-    """No process can be started any more (out of memory, out of process slots) when a worker
-    must be replaced: the document that hung it is skipped as timed out and never parsed here,
-    the others are parsed in this process, and the run says why."""
+    """No process can be started (out of memory, out of process slots, no interpreter), from the
+    start or when a worker must be replaced: the documents still to do are parsed in this process
+    and the run says why. A document that hung a worker is skipped, never parsed here."""
     root = make_library(tmp_path / "lib", n=4)
     big = "## Part\n\nA long section that takes this worker a while to parse.\n\n" * 60000
     (root / "big.md").write_text("# Big\n\n" + big, encoding="utf-8")  # ~4 MB: over 0.3 s
     real_popen = subprocess.Popen
     started: list[int] = []
 
-    def popen_twice(*args: Any, **kwargs: Any) -> subprocess.Popen[bytes]:
-        if len(started) >= 2:
+    def popen_limited(*args: Any, **kwargs: Any) -> subprocess.Popen[bytes]:
+        if len(started) >= starts:
             raise OSError(errno.EAGAIN, "Resource temporarily unavailable")
         started.append(1)
         return real_popen(*args, **kwargs)
 
-    monkeypatch.setattr(subprocess, "Popen", popen_twice)
+    monkeypatch.setattr(subprocess, "Popen", popen_limited)
     store, lock = open_for_writing(tmp_path / "index.db")
     with caplog.at_level("WARNING", logger="markindex.index"):
         report = Indexer(root, store, workers=2, parse_timeout=0.3).run()
     docs = {str(p.relative_to(root)) for p in root.rglob("*.md")}
     store.close()
     lock.release()
-    assert report.skipped == [("big.md", "timed out: not parsed within 0.3 s")]
-    assert set(report.added) == docs - {"big.md"} and not report.errors
+    hung = {"big.md"} if starts else set()  # parsed by a worker, which times out on it
+    assert report.skipped == [(rel, "timed out: not parsed within 0.3 s") for rel in hung]
+    assert set(report.added) == docs - hung and not report.errors
     assert "cannot start a parse worker: Resource temporarily unavailable" in caplog.text
 
 
