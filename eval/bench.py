@@ -63,8 +63,8 @@ def _sum_kb(path: str, field: str) -> int:
 
 
 def tree_pss_mb(pid: int) -> float:
-    """Proportional memory of a process and its descendants, in MB: shared pages (the fork
-    server's preloaded modules in every parse worker) counted once, unlike a sum of RSS."""
+    """Proportional memory of a process and its descendants, in MB: shared pages (the Python
+    runtime and libraries every process maps) counted once, unlike a sum of RSS."""
     return sum(_sum_kb(f"/proc/{p}/smaps_rollup", "Pss:") for p in _tree(pid)) / 1024
 
 

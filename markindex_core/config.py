@@ -32,9 +32,8 @@ LINE_BLOCK_SIZE = 64  # original lines are stored in blocks of this many lines
 # Indexing.
 BATCH_DOCS = 48  # whole documents per transaction on a full build …
 BATCH_BYTES = 2_000_000  # … or this many bytes of Markdown, whichever comes first
-PARALLEL_MIN_BYTES = (
-    2_000_000  # below this, parse in-process (starting workers costs more than it saves)
-)
+# Below this many bytes to parse, parse in-process: starting workers costs more than it saves.
+PARALLEL_MIN_BYTES = 2_000_000
 PARSE_TIMEOUT_S = 120.0  # a parse worker that has not finished a document by then is killed …
 #                        … and the document skipped as timed out (64 MB of Markdown parses in ~30 s)
 WORKER_DEPTH = (

@@ -14,7 +14,8 @@ import re
 from markindex_core.config import PROSE_MAX_CJK_SHARE
 from markindex_core.text.patterns import LAW_ARTICLE
 
-_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+# Runs, not single characters: a Chinese passage makes a few strings, not one per character.
+_CJK_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
 
 
 def is_prose(text: str) -> bool:
@@ -22,4 +23,4 @@ def is_prose(text: str) -> bool:
     if LAW_ARTICLE.match(text):
         return False
     chars = len("".join(text.split()))
-    return chars == 0 or len(_CJK.findall(text)) <= PROSE_MAX_CJK_SHARE * chars
+    return chars == 0 or sum(map(len, _CJK_RUN.findall(text))) <= PROSE_MAX_CJK_SHARE * chars
