@@ -180,16 +180,19 @@ class Indexer:
         if old_fp != fp:
             paths = None
             self.store.set_meta({"fingerprint": fp, "setext": str(int(self.params.setext))})
-        states = self.store.doc_states()
-        skipped = self.store.skipped_states()
         named: dict[str, str] = {}  # display path -> reason, for names that are never indexed
-        if paths is None:
+        wanted = None if paths is None else self._wanted(paths)
+        # What the index knows of the scope only: an update of a few files reads a few rows.
+        known_under = None if wanted is None else [*wanted, *map(display_path, wanted)]
+        states = self.store.doc_states(known_under)
+        skipped = self.store.skipped_states(known_under)
+        in_scope = set(states) | set(skipped)
+        if wanted is None:
             disk = scan(self.root, self.rules)
             report.errors.extend(disk.errors)
             files, named = disk.files, dict(disk.skipped)
-            in_scope = set(states) | set(skipped)
         else:
-            files, in_scope = self._scope(paths, states, skipped, report, named)
+            files = self._scope(wanted, report, named)
         removed = sorted(p for p in in_scope if p not in files and p not in named)
         if removed:
             self.store.delete_documents(removed)
@@ -237,32 +240,25 @@ class Indexer:
             self.store.touch(rel, st.st_size, st.st_mtime_ns)
         return same
 
-    def _scope(
-        self,
-        paths: Iterable[str],
-        states: dict[str, DocState],
-        skipped: dict[str, tuple[int, int, str]],
-        report: IndexReport,
-        named: dict[str, str],
-    ) -> tuple[dict[str, FileStat], set[str]]:
-        """The files under `paths` and the known paths they cover; bad names go to `named`."""
-        files: dict[str, FileStat] = {}
-        in_scope: set[str] = set()
-        known = set(states) | set(skipped)
+    def _wanted(self, paths: Iterable[str]) -> list[str] | None:
+        """Library-relative paths to reconcile, sorted (outside ones dropped); None when one of
+        them is the root itself, which means everything."""
         wanted = {self._library_relative(p) for p in paths}
-        if "" in wanted:  # the root itself: reconcile everything
-            disk = scan(self.root, self.rules)
-            report.errors.extend(disk.errors)
-            named.update(disk.skipped)
-            return disk.files, known
-        for rel in sorted(r for r in wanted if r is not None):
-            shown = display_path(rel)
-            in_scope.update(p for p in known if _covers(rel, p) or _covers(shown, p))
+        if "" in wanted:
+            return None
+        return sorted(r for r in wanted if r is not None)
+
+    def _scope(
+        self, wanted: list[str], report: IndexReport, named: dict[str, str]
+    ) -> dict[str, FileStat]:
+        """The files on disk under the `wanted` paths; bad names go to `named`."""
+        files: dict[str, FileStat] = {}
+        for rel in wanted:
             try:
                 self._scope_one(rel, files, report, named)
             except OSError as exc:
-                report.errors.append((shown, exc.strerror or str(exc)))
-        return files, in_scope
+                report.errors.append((display_path(rel), exc.strerror or str(exc)))
+        return files
 
     def _scope_one(
         self, rel: str, files: dict[str, FileStat], report: IndexReport, named: dict[str, str]
@@ -411,11 +407,6 @@ class _Subrules:
 
     def ignored(self, rel: str, is_dir: bool = False) -> bool:
         return self.base.ignored(f"{self.prefix}/{rel}", is_dir)
-
-
-def _covers(rel: str, path: str) -> bool:
-    """True when `path` is `rel` or lies inside it."""
-    return path == rel or path.startswith(rel + "/")
 
 
 def _ancestors(rel: str) -> list[str]:

@@ -715,15 +715,7 @@ class Daemon:
         """Retry skipped files on a full reconcile (`paths` None) and whenever an event points at
         them: a chmod changes neither size nor mtime, so a remembered "permission denied" would
         otherwise stand for good."""
-        skipped = store.skipped_states()
-        if not skipped:
-            return
-        if paths is None:
-            retry = list(skipped)
-        else:
-            prefixes = tuple(p + "/" for p in paths)
-            wanted = set(paths)
-            retry = [p for p in skipped if p in wanted or p.startswith(prefixes)]
+        retry = list(store.skipped_states(paths))  # those at or below `paths`
         if retry:
             store.delete_documents(retry)
 

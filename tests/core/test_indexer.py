@@ -177,6 +177,37 @@ def test_paths_scoped_runs(lib: Library, tmp_path: Path) -> None:
     fresh_equals(root, lib.db_path, tmp_path)
 
 
+def test_a_scoped_run_sees_only_what_lies_at_or_below_its_paths(lib: Library) -> None:
+    """The index's rows for a scoped run are read by path range: `notes` covers `notes/a.md`,
+    never the siblings that share its first letters (`notes.md`, `notes-2.md`)."""
+    from markindex_core.index.indexer import Indexer, open_for_writing
+
+    root = lib.root
+    for rel in ("notes.md", "notes-2.md", "notes/a.md", "notes/b.md", "notes0.md"):
+        write(root, rel, f"# {rel}\n")
+    write(root, "notes/bad.md", b"bad \xff\xfa not text \x81")
+    write(root, "notes-bad.md", b"bad \xff\xfa not text \x81")
+    lib.index()
+    for rel in ("notes.md", "notes-2.md", "notes/a.md", "notes/bad.md", "notes-bad.md"):
+        (root / rel).unlink()
+    store, lock = open_for_writing(lib.db_path)
+    try:
+        under = store.doc_states(["notes"])
+        assert sorted(under) == ["notes/a.md", "notes/b.md"]
+        assert sorted(store.skipped_states(["notes"])) == ["notes/bad.md"]
+        assert set(store.doc_states([""])) == set(store.doc_states())  # '' is the root
+        r = Indexer(root, store).run(paths=["notes"])
+        assert r.removed == ["notes/a.md"] and not r.added and not r.updated
+        assert "notes.md" in store.doc_states() and "notes-2.md" in store.doc_states()
+        assert sorted(store.skipped_states()) == ["notes-bad.md"]  # notes/bad.md forgotten
+        r = Indexer(root, store).run(paths=["notes.md", "notes-bad.md"])
+        assert r.removed == ["notes.md"]
+        assert "notes-2.md" in store.doc_states() and not store.skipped_states()
+    finally:
+        store.close()
+        lock.release()
+
+
 def test_paths_scoped_run_does_not_follow_symlinked_folders(lib: Library, tmp_path: Path) -> None:
     from markindex_core.index.indexer import Indexer, open_for_writing
 
