@@ -8,6 +8,7 @@ thread, so the queries take the connection they run on instead of a `Store`.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import apsw
@@ -22,7 +23,8 @@ from markindex_core.config import (
     WEIGHT_SUMMARY,
     WEIGHT_TITLE,
 )
-from markindex_core.store.vocabulary import Vocabulary
+from markindex_core.store.db import connect
+from markindex_core.store.vocabulary import VocabularyCache
 
 # Deeper than any outline can nest: only a guard against a corrupt parent cycle.
 _MAX_ANCESTORS = 10_000
@@ -81,8 +83,7 @@ class SearchQueries:
     def __init__(self, conn: apsw.Connection) -> None:
         self.conn = conn
         self._passage_vocab = False
-        self._vocab: Vocabulary | None = None
-        self._vocab_version = (0, 0)
+        self.vocabulary = VocabularyCache(conn, self._reader)
 
     def passage_doc_frequency(self, term: str) -> int:
         """How many passages contain `term` (0 when none): the cost of ranking by it."""
@@ -98,17 +99,16 @@ class SearchQueries:
         return int(row[0] or 0) if row else 0
 
     def node_vocabulary_like(self, fragment: str, limit: int = 20) -> list[str]:
-        """Indexed node words containing `fragment`, the most widespread first."""
-        return self._vocabulary().containing(fragment, limit)
+        """Indexed node words containing `fragment`, the most widespread first (from the
+        vocabulary at hand; from the current one when that finds none, see `VocabularyCache`)."""
+        found = self.vocabulary.get().containing(fragment, limit)
+        if not found and self.vocabulary.renewing():
+            found = self.vocabulary.get(wait=True).containing(fragment, limit)
+        return found
 
-    def _vocabulary(self) -> Vocabulary:
-        """The node vocabulary of this snapshot: loaded again only after the index changed,
-        through another connection (`data_version`) or this one (`total_changes`)."""
-        version = (int(self.conn.pragma("data_version")), self.conn.total_changes())
-        if self._vocab is None or version != self._vocab_version:
-            self._vocab = Vocabulary.load(self.conn)
-            self._vocab_version = version
-        return self._vocab
+    def _reader(self) -> apsw.Connection:
+        """Another read connection to the same index (the vocabulary is renewed on it)."""
+        return connect(Path(self.conn.filename), readonly=True)
 
     def matching_nodes(self, match: str, scope: Scope) -> set[int]:
         """Rowids of nodes whose own text matches the FTS expression (at most NODE_CANDIDATES)."""
