@@ -8,6 +8,7 @@ thread, so the queries take the connection they run on instead of a `Store`.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -83,7 +84,11 @@ class SearchQueries:
     def __init__(self, conn: apsw.Connection) -> None:
         self.conn = conn
         self._passage_vocab = False
-        self.vocabulary = VocabularyCache(conn, self._reader)
+        # Opened from the file name, not through a method of this object: a cycle would keep the
+        # connection (and a replaced, deleted index file) open until the cyclic GC ran.
+        self.vocabulary = VocabularyCache(
+            conn, partial(connect, Path(conn.filename), readonly=True)
+        )
 
     def passage_doc_frequency(self, term: str) -> int:
         """How many passages contain `term` (0 when none): the cost of ranking by it."""
@@ -105,10 +110,6 @@ class SearchQueries:
         if not found and self.vocabulary.renewing():
             found = self.vocabulary.get(wait=True).containing(fragment, limit)
         return found
-
-    def _reader(self) -> apsw.Connection:
-        """Another read connection to the same index (the vocabulary is renewed on it)."""
-        return connect(Path(self.conn.filename), readonly=True)
 
     def matching_nodes(self, match: str, scope: Scope) -> set[int]:
         """Rowids of nodes whose own text matches the FTS expression (at most NODE_CANDIDATES)."""
