@@ -175,26 +175,43 @@ def terms(text: str) -> list[str]:
 
 
 class _JoinedTerms(dict[str, str]):
-    """Word -> its terms joined by spaces, filled on first use.
+    """Word, or run of word and connector characters (`v2.1,` gives `v2.1`; `--` gives none) ->
+    the terms of its words joined by spaces, filled on first use.
 
-    `" ".join(map(cache.__getitem__, words))` looks every known word up in C: no call, tuple or
+    `" ".join(map(cache.__getitem__, runs))` looks every known run up in C: no call, tuple or
     chain per word. That is most of the cost of segmenting English text, which is most words.
     """
 
-    def __missing__(self, word: str) -> str:
+    def __missing__(self, run: str) -> str:
         if len(self) >= SEGMENT_CACHE_WORDS:  # bounded: a library of random tokens can't grow it
             self.clear()
-        joined = self[word] = " ".join(_word_terms(word))
+        words = _WORD.findall(run)
+        if words == [run]:
+            joined = " ".join(_word_terms(run))
+        else:
+            joined = " ".join(map(self.__getitem__, words))
+        self[run] = joined
         return joined
 
 
 _joined = _JoinedTerms()
 
+# Every byte that can never be part of a word (all but ASCII letters, digits and connectors), as
+# a space: what remains between spaces are runs that hold whole words, and nothing else.
+_ASCII_GAPS = bytes(
+    c if chr(c).isascii() and (chr(c).isalnum() or chr(c) in FTS_TOKENCHARS) else 0x20
+    for c in range(256)
+)
+
 
 def terms_text(text: str) -> str:
     """Terms joined by spaces: what is inserted into the FTS5 tables (`" ".join(terms(text))`)."""
     if text.isascii():
-        return " ".join(map(_joined.__getitem__, _WORD_ASCII.findall(text)))
+        # `_WORD_ASCII.findall` made a match object per word: most of the cost of English text.
+        # A byte table and `split` cut the text into runs in C instead; words never span two
+        # runs, so the terms of the runs, in order, are the terms of the text.
+        runs = text.encode("ascii").translate(_ASCII_GAPS).decode("ascii").split()
+        return " ".join(filter(None, map(_joined.__getitem__, runs)))
     text = nfkc(text)
     words = " ".join(map(_joined.__getitem__, _WORD.findall(text)))
     runs = _CJK_RUN.findall(text)

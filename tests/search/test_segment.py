@@ -50,3 +50,23 @@ def test_stopwords_are_dropped_from_queries_only() -> None:
     )
     assert [g[0] for g in groups] == ["default", "listen_port"]
     assert "the" in segment.terms("the default")
+
+
+def test_index_terms_are_the_terms_of_the_text_whatever_the_punctuation() -> None:
+    """`terms_text` cuts ASCII text into runs in C and looks each run up; it must insert exactly
+    the terms `terms` finds word by word, for connectors at every place a word can have them."""
+    import random
+    import string
+
+    tricky = [
+        "v2.1, v2..1 --flag -x C++ C# a/b/ /a .NET end. (foo) [bar]:baz",
+        "tidb_mem_quota_query=1; __init__ a.b.c... x+y+ ++ ## a#b#",
+        "",
+        "--- ... ///",
+        "Expired EXPIRATION expires\tHTTPServer2 iOS\x1c\x1fx",
+    ]
+    rng = random.Random(7)
+    alphabet = string.printable + "-_.+#/" * 3
+    tricky += ["".join(rng.choices(alphabet, k=rng.randint(0, 40))) for _ in range(20_000)]
+    for text in tricky:
+        assert segment.terms_text(text) == " ".join(segment.terms(text)), repr(text)
