@@ -6,6 +6,7 @@ import apsw
 
 from markindex_core.errors import MarkindexError
 from markindex_core.library import Library
+from markindex_core.store.db import connect
 from markindex_core.store.search_queries import SearchQueries
 from markindex_core.store.vocabulary import Vocabulary, VocabularyCache
 
@@ -109,3 +110,23 @@ def test_a_renewal_that_fails_keeps_the_vocabulary_and_is_retried(indexed_sample
         fresh = cache.get(wait=True)  # it fails once more: this connection walks instead
     assert opened == [1, 1, 1]
     assert fresh.containing("xelbr", 5) == ["quaxelbrot"]
+
+
+def test_search_queries_are_freed_as_soon_as_they_are_dropped(indexed_sample: Library) -> None:
+    """No reference cycle: a searcher's helper thread ends and its connection (perhaps to an
+    index file already replaced and deleted) must close then, not whenever the cyclic GC runs."""
+    import gc
+    import weakref
+
+    conn = connect(indexed_sample.db_path, readonly=True)
+    queries = SearchQueries(conn)
+    with conn:
+        assert queries.node_vocabulary_like("ing")  # the vocabulary is loaded and in use
+    gone = weakref.ref(queries)
+    gc.disable()
+    try:
+        del queries
+        assert gone() is None
+    finally:
+        gc.enable()
+        conn.close()
