@@ -29,7 +29,7 @@ from markindex_core.store.db import Store
 from markindex_core.text import segment
 from markindex_core.text.tokens import estimate_tokens
 
-from .helpers import make_library
+from .helpers import make_library, write
 
 SAMPLES = {
     "empty.md": b"",
@@ -295,9 +295,16 @@ def test_when_no_worker_can_be_started_this_process_parses_the_rest(
     """No process can be started (out of memory, out of process slots, no interpreter), from the
     start or when a worker must be replaced: the documents still to do are parsed in this process
     and the run says why. A document that hung a worker is skipped, never parsed here."""
-    root = make_library(tmp_path / "lib", n=4)
-    big = "## Part\n\nA long section that takes this worker a while to parse.\n\n" * 60000
-    (root / "big.md").write_text("# Big\n\n" + big, encoding="utf-8")  # ~4 MB: over 0.3 s
+    root = tmp_path / "lib"
+    for i in range(4):  # English only: a worker's first Chinese text loads the segmenter's
+        # dictionary (~0.2 s of CPU), within the deadline of a loaded machine's slowest worker
+        write(root, f"part{i}/doc{i}.md", f"# Document {i}\n\nA short note, number {i}.\n")
+    # ~16 MB, seconds of parsing, when a worker gets it: far past the deadline, which in turn is
+    # far past the small documents' parse on a machine so loaded that workers get 10% of a core.
+    # Parsed here when no worker starts: ~3 MB, just enough for the run to want workers at all.
+    parts = 240_000 if starts else 40_000
+    big = "## Part\n\nA long section that takes this worker a while to parse.\n\n" * parts
+    (root / "big.md").write_text("# Big\n\n" + big, encoding="utf-8")
     real_popen = subprocess.Popen
     started: list[int] = []
 
@@ -310,12 +317,12 @@ def test_when_no_worker_can_be_started_this_process_parses_the_rest(
     monkeypatch.setattr(subprocess, "Popen", popen_limited)
     store, lock = open_for_writing(tmp_path / "index.db")
     with caplog.at_level("WARNING", logger="markindex.index"):
-        report = Indexer(root, store, workers=2, parse_timeout=0.3).run()
+        report = Indexer(root, store, workers=2, parse_timeout=1.0).run()
     docs = {str(p.relative_to(root)) for p in root.rglob("*.md")}
     store.close()
     lock.release()
     hung = {"big.md"} if starts else set()  # parsed by a worker, which times out on it
-    assert report.skipped == [(rel, "timed out: not parsed within 0.3 s") for rel in hung]
+    assert report.skipped == [(rel, "timed out: not parsed within 1 s") for rel in hung]
     assert set(report.added) == docs - hung and not report.errors
     assert "cannot start a parse worker: Resource temporarily unavailable" in caplog.text
 
