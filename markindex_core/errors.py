@@ -43,6 +43,12 @@ class DiskFull(MarkindexError):
     code = "DISK_FULL"
 
 
+class LibraryUnreadable(MarkindexError):
+    """The library folder exists but cannot be listed: nothing in it can be reconciled."""
+
+    code = "LIBRARY_UNREADABLE"
+
+
 class PermissionDenied(MarkindexError):
     """The index exists but this user may not read (or write) it: not a missing index."""
 

@@ -39,6 +39,7 @@ from markindex_core.config import (
     PASSAGE_MIN_TOKENS,
     TreeParams,
 )
+from markindex_core.errors import LibraryUnreadable
 from markindex_core.index.document import content_hash
 from markindex_core.index.scan import (
     FileStat,
@@ -187,13 +188,24 @@ class Indexer:
         states = self.store.doc_states(known_under)
         skipped = self.store.skipped_states(known_under)
         in_scope = set(states) | set(skipped)
+        unreadable: list[str] = []  # what the index holds below these is kept, not removed
         if wanted is None:
             disk = scan(self.root, self.rules)
+            if "" in disk.unreadable:
+                raise LibraryUnreadable(
+                    f"cannot list the library folder {self.root}: {disk.errors[0][1]}",
+                    "give this user read and search permission on it (chmod u+rx);"
+                    " the index was left as it was",
+                )
             report.errors.extend(disk.errors)
-            files, named = disk.files, dict(disk.skipped)
+            files, named, unreadable = disk.files, dict(disk.skipped), disk.unreadable
         else:
-            files = self._scope(wanted, report, named)
-        removed = sorted(p for p in in_scope if p not in files and p not in named)
+            files = self._scope(wanted, report, named, unreadable)
+        removed = sorted(
+            p
+            for p in in_scope
+            if p not in files and p not in named and not _below_any(p, unreadable)
+        )
         if removed:
             self.store.delete_documents(removed)
             report.removed = [p for p in removed if p in states]
@@ -249,19 +261,26 @@ class Indexer:
         return sorted(r for r in wanted if r is not None)
 
     def _scope(
-        self, wanted: list[str], report: IndexReport, named: dict[str, str]
+        self, wanted: list[str], report: IndexReport, named: dict[str, str], unreadable: list[str]
     ) -> dict[str, FileStat]:
-        """The files on disk under the `wanted` paths; bad names go to `named`."""
+        """The files on disk under the `wanted` paths; bad names go to `named`, paths that could
+        not be examined to `unreadable`."""
         files: dict[str, FileStat] = {}
         for rel in wanted:
             try:
-                self._scope_one(rel, files, report, named)
+                self._scope_one(rel, files, report, named, unreadable)
             except OSError as exc:
                 report.errors.append((display_path(rel), exc.strerror or str(exc)))
+                unreadable.append(rel)
         return files
 
     def _scope_one(
-        self, rel: str, files: dict[str, FileStat], report: IndexReport, named: dict[str, str]
+        self,
+        rel: str,
+        files: dict[str, FileStat],
+        report: IndexReport,
+        named: dict[str, str],
+        unreadable: list[str],
     ) -> None:
         full = self.root / rel
         if self.rules.excluded_by_path(rel) and not full.is_dir():
@@ -277,6 +296,7 @@ class Indexer:
                 return
             sub = scan(full, _Subrules(self.rules, rel))
             report.errors.extend((f"{display_path(rel)}/{p}", e) for p, e in sub.errors)
+            unreadable.extend(f"{rel}/{p}" if p else rel for p in sub.unreadable)
             named.update({f"{display_path(rel)}/{p}": r for p, r in sub.skipped.items()})
             files.update({f"{rel}/{p}": s for p, s in sub.files.items()})
         elif full.is_file() and full.name.lower().endswith(MARKDOWN_SUFFIXES):
@@ -407,6 +427,11 @@ class _Subrules:
 
     def ignored(self, rel: str, is_dir: bool = False) -> bool:
         return self.base.ignored(f"{self.prefix}/{rel}", is_dir)
+
+
+def _below_any(path: str, folders: list[str]) -> bool:
+    """Whether `path` is one of `folders` or lies below one."""
+    return any(path == f or path.startswith(f + "/") for f in folders)
 
 
 def _ancestors(rel: str) -> list[str]:

@@ -35,6 +35,9 @@ class ScanResult:
     files: dict[str, FileStat]  # library-relative posix path -> stat
     errors: list[tuple[str, str]] = field(default_factory=list)  # (path, reason)
     skipped: dict[str, str] = field(default_factory=dict)  # display path -> reason (bad names)
+    # Paths that could not be listed or examined ('' = the root): what the index holds below them
+    # is unknown, not gone.
+    unreadable: list[str] = field(default_factory=list)
 
 
 class PathRules(Protocol):
@@ -212,6 +215,7 @@ def scan(root: Path, rules: PathRules) -> ScanResult:
             entries = list(os.scandir(abs_dir))
         except OSError as exc:
             result.errors.append((display_path(rel_dir) or ".", exc.strerror or str(exc)))
+            result.unreadable.append(rel_dir)
             continue
         for entry in entries:
             if entry.name.startswith("."):
@@ -221,6 +225,7 @@ def scan(root: Path, rules: PathRules) -> ScanResult:
                 _visit(entry, rel, rules, stack, result)
             except OSError as exc:
                 result.errors.append((display_path(rel), exc.strerror or str(exc)))
+                result.unreadable.append(rel)
     return result
 
 

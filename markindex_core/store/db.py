@@ -27,7 +27,7 @@ from markindex_core.config import (
     SCHEMA_VERSION,
     WRITER_CACHE_KB,
 )
-from markindex_core.errors import IndexMissing, MarkindexError
+from markindex_core.errors import IndexMissing, IndexUnusable, MarkindexError
 from markindex_core.model import ParsedDocument
 from markindex_core.store.files import (
     fsync_dir,
@@ -206,6 +206,7 @@ def _alive(pid: int) -> bool:
 
 def _prepare(conn: apsw.Connection, db_path: Path, readonly: bool) -> None:
     conn.set_busy_timeout(BUSY_TIMEOUT_MS)
+    _check_ours(conn, db_path)
     if not readonly:
         if conn.readonly("main"):  # SQLite fell back to read-only: say so before the first write
             raise read_only_file(db_path)
@@ -223,6 +224,23 @@ def _prepare(conn: apsw.Connection, db_path: Path, readonly: bool) -> None:
         raise IndexMissing(
             f"index at {db_path} has schema {version}, this markindex needs {SCHEMA_VERSION}",
             "run `markindex index ROOT` to rebuild it",
+        )
+
+
+def _check_ours(conn: apsw.Connection, db_path: Path) -> None:
+    """Refuse a database another program made (`--db` pointed at the wrong file): migrating it
+    would drop its tables, and a full rebuild would replace the whole file."""
+    tables = {
+        str(r[0])
+        for r in conn.execute(
+            "SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+        )
+    }
+    if tables and not {"meta", "documents"} <= tables:
+        shown = ", ".join(sorted(tables)[:5]) + (", …" if len(tables) > 5 else "")
+        raise IndexUnusable(
+            f"{db_path} is a database of another program (tables: {shown}), not a markindex index",
+            "pass --db with a new file name: markindex never changes a database it did not create",
         )
 
 

@@ -119,6 +119,41 @@ def test_read_only_index_folder_names_that_folder_not_the_library(shared_tmp: Pa
     assert not other.exists()
 
 
+def test_unreadable_folders_keep_their_documents_in_the_index(shared_tmp: Path) -> None:
+    """A folder that can't be listed says nothing about the documents in it: they stay indexed.
+    When the library folder itself can't be listed the run fails and changes nothing."""
+    root = make_library(shared_tmp / "lib")
+    db = shared_tmp / "db" / "index.db"
+    db.parent.mkdir()
+    chown_tree(root)
+    chown_tree(db.parent)
+    code, err = markindex("index", str(root), "--db", str(db), nobody=True)
+    assert code == 0, err
+    before = Library(root, db).store.document_paths()
+    assert any(p.startswith("guides/") for p in before)
+    (root / "guides").chmod(0o000)
+    args = ["index", str(root), "--db", str(db), "--json"]
+    try:
+        run = subprocess.run(
+            [*AS_NOBODY, sys.executable, "-m", "markindex_core", *args],
+            cwd=REPO_ROOT,
+            env=CHILD_ENV,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        report = json.loads(run.stdout)
+        assert report["removed"] == [] and report["errors"], report
+        root.chmod(0o000)
+        code, err = markindex("index", str(root), "--db", str(db), nobody=True)
+        line = one_clear_line(err)
+        assert code == 1 and f"cannot list the library folder {root}" in line, line
+    finally:
+        root.chmod(0o755)
+        (root / "guides").chmod(0o755)
+    assert Library(root, db).store.document_paths() == before
+
+
 # ----- a full disk -------------------------------------------------------------------------------
 def limited(size: int) -> list[str]:
     """A `markindex` command line whose process may write files of at most `size` bytes."""
@@ -230,3 +265,34 @@ print("added", len(lib.index().added))
     lines = proc.stdout.splitlines()
     assert lines[0].startswith("diskfull no space left"), proc.stdout
     assert lines[1:] == ["locked False", "added 12"], proc.stdout
+
+
+@pytest.mark.parametrize("version", [0, 7])
+def test_a_database_of_another_program_is_never_changed(tmp_path: Path, version: int) -> None:
+    """`--db` pointed at the wrong file: refused, and the file keeps every byte."""
+    import sqlite3
+
+    root = make_library(tmp_path / "lib", n=2)
+    other = tmp_path / "places.sqlite"
+    conn = sqlite3.connect(other)
+    conn.execute("CREATE TABLE moz_places(url)")
+    conn.execute("INSERT INTO moz_places VALUES('https://example.org')")
+    conn.execute(f"PRAGMA user_version={version}")
+    conn.commit()
+    conn.close()
+    before = other.read_bytes()
+    for args in (
+        ["index", str(root)],
+        ["index", str(root), "--no-setext"],
+        ["search", str(root), "x"],
+    ):
+        code, err = markindex(*args, "--db", str(other))
+        line = one_clear_line(err)
+        assert code == 1 and "a database of another program (tables: moz_places)" in line, line
+    assert other.read_bytes() == before
+    note = root / "guides" / "doc0.md"
+    text = note.read_bytes()
+    code, err = markindex("index", str(root), "--db", str(note))
+    line = one_clear_line(err)
+    assert code == 1 and "is not an index (not an SQLite database at all)" in line, line
+    assert "delete" not in line and note.read_bytes() == text
