@@ -102,6 +102,13 @@ def normalize_ignore_pattern(pattern: str, root: Path | None = None) -> str:
         raise InvalidArgument(
             f"--ignore {pattern!r} leaves the library", "patterns may not contain '..'"
         )
+    bad: list[str] = []
+    _spec([p], bad)
+    if bad:
+        raise InvalidArgument(
+            f"--ignore {pattern!r} is not a valid gitignore pattern",
+            "check its brackets and escapes, e.g. 'drafts/' or '*.tmp.md'",
+        )
     return p
 
 
@@ -126,14 +133,21 @@ class IgnoreRules:
 
     def __init__(self, root: Path, extra_patterns: list[str] | None = None) -> None:
         self.root = root
+        # Ignore files' lines that are no valid pattern, by file: each run warns about them.
+        self.bad_patterns: dict[str, list[str]] = {}
         lines: list[str] = []
-        ignore_file = root / IGNORE_FILE_NAME
         try:
-            lines += ignore_file.read_text(encoding="utf-8", errors="replace").splitlines()
+            text = (root / IGNORE_FILE_NAME).read_text(encoding="utf-8", errors="replace")
         except OSError:
-            pass
-        lines += [normalize_ignore_pattern(p, root) for p in extra_patterns or []]
-        self.root_spec = _spec(lines) if lines else None
+            text = ""
+        extra = [normalize_ignore_pattern(p, root) for p in extra_patterns or []]
+        if text:
+            bad: list[str] = []
+            _spec(text.splitlines(), bad)
+            if bad:
+                self.bad_patterns[IGNORE_FILE_NAME] = bad
+            lines += [line for line in text.splitlines() if line not in bad]
+        self.root_spec = _spec(lines + extra) if lines or extra else None
         self._gitignores: dict[str, pathspec.GitIgnoreSpec | None] = {}
 
     def _gitignore(self, rel_dir: str) -> pathspec.GitIgnoreSpec | None:
@@ -141,9 +155,13 @@ class IgnoreRules:
             path = self.root / rel_dir / ".gitignore" if rel_dir else self.root / ".gitignore"
             try:
                 text = path.read_text(encoding="utf-8", errors="replace")
-                self._gitignores[rel_dir] = _spec(text.splitlines())
             except OSError:
                 self._gitignores[rel_dir] = None
+            else:
+                bad: list[str] = []
+                self._gitignores[rel_dir] = _spec(text.splitlines(), bad)
+                if bad:
+                    self.bad_patterns[f"{rel_dir}/.gitignore" if rel_dir else ".gitignore"] = bad
         return self._gitignores[rel_dir]
 
     def ignored(self, rel: str, is_dir: bool = False) -> bool:
@@ -300,5 +318,19 @@ class _LinearPattern(GitIgnoreSpecPattern):
         return (_linear_regex(regex) if isinstance(regex, str) else regex), include
 
 
-def _spec(lines: list[str]) -> pathspec.GitIgnoreSpec:
-    return pathspec.GitIgnoreSpec.from_lines(lines, _LinearPattern, backend="simple")
+def _spec(lines: list[str], bad: list[str] | None = None) -> pathspec.GitIgnoreSpec:
+    """The patterns of `lines`; a line that is no valid pattern (`[z-a]`, a lone `!`) is left
+    out and appended to `bad`, as git itself ignores it, instead of failing every run."""
+    try:
+        return pathspec.GitIgnoreSpec.from_lines(lines, _LinearPattern, backend="simple")
+    except (ValueError, re.error):
+        good = []
+        for line in lines:
+            try:
+                pathspec.GitIgnoreSpec.from_lines([line], _LinearPattern, backend="simple")
+            except (ValueError, re.error):
+                if bad is not None:
+                    bad.append(line)
+            else:
+                good.append(line)
+        return pathspec.GitIgnoreSpec.from_lines(good, _LinearPattern, backend="simple")

@@ -134,3 +134,27 @@ def test_unreadable_folder_is_an_error_not_a_crash(tmp_path: Path) -> None:
     (tmp_path / "sub").rename(tmp_path / "gone")  # vanish between listing and scanning is fine too
     result = scan(tmp_path, rules)
     assert sorted(result.files) == ["a.md", "gone/b.md"]
+
+
+def test_invalid_ignore_lines_are_left_out_with_a_warning(tmp_path: Path) -> None:
+    """Git ignores a line that is no valid pattern; so does the scan, and it says so each run."""
+    from markindex_core.library import Library
+
+    root = tmp_path / "lib"
+    (root / "deep").mkdir(parents=True)
+    (root / "a.md").write_text("# A\n\nalpha\n", encoding="utf-8")
+    (root / "deep" / "b.md").write_text("# B\n\nbeta\n", encoding="utf-8")
+    (root / "deep" / "c.md").write_text("# C\n\ngamma\n", encoding="utf-8")
+    (root / "deep" / ".gitignore").write_text("[z-a].md\n!\nb.md\n", encoding="utf-8")
+    (root / ".markindexignore").write_text("\\\n", encoding="utf-8")
+    lib = Library(root, tmp_path / "index.db")
+    for _ in range(2):
+        report = lib.index()
+        assert ("deep/.gitignore", "not a valid ignore pattern, left out: '[z-a].md', '!'") in (
+            report.warnings
+        )
+        assert any(path == ".markindexignore" for path, _ in report.warnings)
+        assert not report.errors
+    assert sorted(lib.store.document_paths()) == ["a.md", "deep/c.md"]  # b.md: the valid line
+    with pytest.raises(InvalidArgument, match="not a valid gitignore pattern"):
+        IgnoreRules(root, ["[z-a]"])
