@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import sys
 from collections.abc import Callable, Sequence
+
+import apsw
 
 from markindex_core.cli import daemon, evaluate, index, links, mcp, retrieve, search, tui
 from markindex_core.errors import MarkindexError
@@ -48,6 +51,32 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except OSError as exc:  # a path the system refuses: permissions, a name too long, …
+        _error(*_os_error(exc), getattr(args, "json", False), "OS_ERROR")
+        return 1
+    except UnicodeEncodeError:  # a path argument holding bytes that are not UTF-8
+        message = "a path or argument holds bytes that are not valid UTF-8 (a legacy file name?)"
+        _error(message, "rename it, or pass another path", getattr(args, "json", False))
+        return 1
+    except apsw.Error as exc:  # found while reading: opening checks only what it reads
+        damaged = isinstance(exc, (apsw.CorruptError, apsw.NotADBError))
+        message = f"the index is {'damaged' if damaged else 'unusable'}: {exc}"
+        hint = "delete the index file (and its -wal and -shm files), then run `markindex index ROOT`"
+        _error(message, hint, getattr(args, "json", False), "INDEX_UNUSABLE")
+        return 1
+
+
+def _os_error(exc: OSError) -> tuple[str, str]:
+    """An OSError the command met, as a message and what to do next."""
+    where = f" {exc.filename}" if exc.filename else ""
+    if exc.errno in (errno.EACCES, errno.EPERM):
+        return (
+            f"permission denied:{where}",
+            "check the permissions of that path and its folders, or pass --db FILE elsewhere",
+        )
+    if exc.errno == errno.ENAMETOOLONG:
+        return f"a name is too long:{where}", "use shorter file and folder names (255 bytes each)"
+    return f"cannot use{where}: {exc.strerror or exc}", "check that path and its folders"
 
 
 def _error(message: str, hint: str, as_json: bool, code: str = "ERROR") -> None:

@@ -296,3 +296,35 @@ def test_a_database_of_another_program_is_never_changed(tmp_path: Path, version:
     line = one_clear_line(err)
     assert code == 1 and "is not an index (not an SQLite database at all)" in line, line
     assert "delete" not in line and note.read_bytes() == text
+
+
+def test_a_damaged_index_or_a_refused_path_is_one_clear_line(tmp_path: Path) -> None:
+    """Damage found while reading, a name too long, a path that is not UTF-8: no traceback."""
+    root = tmp_path / "lib"
+    for i in range(40):
+        parts = "".join(
+            f"## Part {j}\n\n" + f"alpha beta word{j} " * 60 + "\n\n" for j in range(30)
+        )
+        write(root, f"d{i}.md", f"# Doc {i}\n\n{parts}")
+    db = tmp_path / "index.db"
+    assert markindex("index", str(root), "--db", str(db))[0] == 0
+    size = db.stat().st_size
+    with db.open("r+b") as f:  # the first pages (header, schema) stay: the file still opens
+        for offset in range(size // 3, size, size // 6):
+            f.seek(offset - offset % 4096)
+            f.write(b"\xaa" * 4096)
+    code, err = markindex("search", str(root), "word7", "--db", str(db))
+    line = one_clear_line(err)
+    assert code == 1 and "the index is damaged" in line and "markindex index" in line, line
+    code, err = markindex("index", str(root), "--db", str(tmp_path / ("x" * 300 + ".db")))
+    assert code == 1 and "a name is too long" in one_clear_line(err), err
+    odd = os.fsencode(str(tmp_path)) + b"/db\xff.db"
+    proc = subprocess.run(
+        [sys.executable, "-m", "markindex_core", "index", str(root), "--db", odd],
+        cwd=REPO_ROOT,
+        env=CHILD_ENV,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 1 and "not valid UTF-8" in one_clear_line(proc.stderr), proc.stderr
