@@ -61,7 +61,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except apsw.Error as exc:  # found while reading: opening checks only what it reads
         damaged = isinstance(exc, (apsw.CorruptError, apsw.NotADBError))
         message = f"the index is {'damaged' if damaged else 'unusable'}: {exc}"
-        hint = "delete the index file (and its -wal and -shm files), then run `markindex index ROOT`"
+        hint = (
+            "delete the index file (and its -wal and -shm files), then run `markindex index ROOT`"
+        )
         _error(message, hint, getattr(args, "json", False), "INDEX_UNUSABLE")
         return 1
 

@@ -47,7 +47,11 @@ class DocumentRow(_DictForm):
             path=str(c["path"]),
             title=str(c["title"]),
             description=str(c["description"]),
-            front_matter=json.loads(c["front_matter"]) if c["front_matter"] else None,
+            # NaN and ±Infinity (YAML's .nan, .inf) as strings: they are not JSON, and a tool's
+            # answer holding them fails to parse (stored so by an older markindex).
+            front_matter=json.loads(c["front_matter"], parse_constant=str)
+            if c["front_matter"]
+            else None,
             hash=str(c["hash"]),
             size=int(c["size"]),
             mtime_ns=int(c["mtime_ns"]),

@@ -311,3 +311,20 @@ def test_every_path_the_index_returns_can_be_opened(tmp_path: Path) -> None:
         env = json.loads(lib.call_tool("get_document", {"doc_path": path}))
         assert env["success"], env
     lib.close()
+
+
+def test_front_matter_numbers_json_has_not_are_strings(tmp_path: Path) -> None:
+    """YAML's .nan and .inf would make the answer invalid JSON (JSON.parse fails on NaN)."""
+    root = tmp_path / "lib"
+    root.mkdir()
+    (root / "a.md").write_text("---\nn: .nan\ni: -.inf\nok: 1.5\n---\n# T\n\nx\n", encoding="utf-8")
+    lib = Library(root, tmp_path / "index.db")
+    lib.index()
+
+    def strict(constant: str) -> None:
+        raise AssertionError(f"{constant} in a tool answer")
+
+    answer = lib.call_tool("get_document", {"doc_path": "a.md"})
+    json.loads(answer, parse_constant=strict)
+    front_matter = ok(lib, "get_document", {"doc_path": "a.md"})["front_matter"]
+    assert front_matter == {"n": "nan", "i": "-inf", "ok": 1.5}, front_matter
