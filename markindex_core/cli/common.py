@@ -9,6 +9,8 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from markindex_core.library import Library
 
 # The `sub` object argparse returns from add_subparsers.
@@ -85,3 +87,11 @@ def emit_json(data: Any) -> None:
 
     text = json.dumps(data, ensure_ascii=False, indent=2)
     sys.stdout.write(json_controls_escaped(text) + "\n")
+
+
+def console(*, stderr: bool = False, highlight: bool = True) -> Console:
+    """A rich console for human output. Emoji codes stay text: a title `Deploy :x:` or a file
+    `a:x:b.md` must not be shown as an emoji (and a file name then named a file that isn't)."""
+    from rich.console import Console
+
+    return Console(stderr=stderr, highlight=highlight, emoji=False)

@@ -10,6 +10,7 @@ from markindex_core.cli.common import (
     Subparsers,
     add_indexing_options,
     add_library_args,
+    console,
     emit_json,
     open_library,
 )
@@ -119,9 +120,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     if args.json:
         emit_json(st)
         return 0 if st["indexed"] else 1
-    from rich.console import Console
 
-    out = Console(highlight=False)
+    out = console(highlight=False)
     _print_index(out, st)
     _print_daemon(out, st)
     _print_skipped(out, st["skipped"])

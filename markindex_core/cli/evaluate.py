@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from markindex_core.cli.common import Subparsers, add_library_args, emit_json, open_library
+from markindex_core.cli.common import Subparsers, add_library_args, console, emit_json, open_library
 from markindex_core.cli.retrieve import add_model_args
 from markindex_core.config import EVAL_AGENT_CONCURRENCY, RETRIEVE_MAX_STEPS
 
@@ -93,7 +93,6 @@ def cmd_eval(args: argparse.Namespace) -> int:
         return 0
     if args.mode == "agent":
         _print_agent(report)
-    from rich.console import Console
     from rich.text import Text
 
     from markindex_core.text.safe import printable
@@ -114,8 +113,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
             f"{m['hit_precision']:.2f}",
             f"{m['p50_ms']:.1f}",
         )
-    Console().print(table)
-    Console(stderr=True).print(
+    console().print(table)
+    console(stderr=True).print(
         "[dim]lines: median lines cited by the top result; prec@1: share of the top result's lines "
         "inside gold; prec hit: the same for the first hitting result[/]"
     )
@@ -123,7 +122,6 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 def _print_routing(report: dict[str, Any]) -> None:
-    from rich.console import Console
 
     table = _per_set_table(
         f"routing by browse metadata (k={report['k']}, {report['documents']} documents)",
@@ -133,8 +131,8 @@ def _print_routing(report: dict[str, Any]) -> None:
         table.add_row(
             name, str(m["questions"]), f"{m['hit@1']:.1%}", f"{m['hit@5']:.1%}", f"{m['mrr']:.3f}"
         )
-    Console().print(table)
-    Console(stderr=True).print(
+    console().print(table)
+    console(stderr=True).print(
         "[dim]each document ranked by a plain BM25 over its path words, title and description "
         "as browse_documents lists them; a hit is a gold document in the top k[/]"
     )
@@ -178,7 +176,6 @@ def _per_set_table(title: str, columns: tuple[str, ...]) -> Table:
 
 def _print_agent(report: dict[str, Any]) -> None:
     """What the agent runs cost, per set; the quality table follows."""
-    from rich.console import Console
     from rich.text import Text
 
     from markindex_core.text.safe import printable
@@ -200,4 +197,4 @@ def _print_agent(report: dict[str, Any]) -> None:
             stops,
             str(m["errors"]),
         )
-    Console().print(table)
+    console().print(table)

@@ -10,6 +10,7 @@ from markindex_core.cli.common import (
     add_indexing_options,
     add_library_args,
     add_model_server_args,
+    console,
     emit_json,
     open_library,
 )
@@ -117,13 +118,12 @@ def cmd_index(args: argparse.Namespace) -> int:
         else:
             emit_json(report.to_json())
         return 0
-    from rich.console import Console
     from rich.markup import escape
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from markindex_core.text.safe import printable
 
-    err = Console(stderr=True)
+    err = console(stderr=True)
     with Progress(
         TextColumn("indexing"),
         BarColumn(),
@@ -146,7 +146,7 @@ def cmd_index(args: argparse.Namespace) -> int:
         report = lib.index(
             ignore=args.ignore, setext=args.setext, progress=progress, after_write=hook
         )
-    out = Console()
+    out = console()
     if report.full_rebuild:
         out.print(f"full rebuild: {printable(report.full_rebuild)}", markup=False)
     for path, warning in report.warnings:
@@ -216,7 +216,6 @@ def cmd_tree(args: argparse.Namespace) -> int:
             }
         )
         return 0
-    from rich.console import Console
     from rich.markup import escape
     from rich.tree import Tree
 
@@ -245,5 +244,5 @@ def cmd_tree(args: argparse.Namespace) -> int:
             add(parent.add(label), e.get("children", []))
 
     add(tree, outline)
-    Console().print(tree)
+    console().print(tree)
     return 0

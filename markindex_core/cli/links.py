@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from markindex_core.cli.common import Subparsers, add_library_args, emit_json, open_library
+from markindex_core.cli.common import Subparsers, add_library_args, console, emit_json, open_library
 
 if TYPE_CHECKING:
     from rich.text import Text
@@ -56,7 +56,6 @@ def cmd_links(args: argparse.Namespace) -> int:
     if args.json:
         emit_json(data)
         return 0
-    from rich.console import Console
     from rich.table import Table
     from rich.text import Text
 
@@ -76,7 +75,7 @@ def cmd_links(args: argparse.Namespace) -> int:
             table.add_column(col)
         for r in rows:
             table.add_row(_cell(r["source"]), str(r["line"]), _cell(r["target"]))
-    Console().print(table)
+    console().print(table)
     return 0
 
 
@@ -87,7 +86,6 @@ def cmd_backlinks(args: argparse.Namespace) -> int:
     if args.json:
         emit_json({"path": args.doc, "backlinks": rows})
         return 0
-    from rich.console import Console
     from rich.table import Table
 
     table = Table()
@@ -95,5 +93,5 @@ def cmd_backlinks(args: argparse.Namespace) -> int:
         table.add_column(col)
     for r in rows:
         table.add_row(_cell(r["source"]), str(r["line"]), _cell(r["anchor"]))
-    Console().print(table)
+    console().print(table)
     return 0

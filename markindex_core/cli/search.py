@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from markindex_core.cli.common import Subparsers, add_library_args, emit_json, open_library
+from markindex_core.cli.common import Subparsers, add_library_args, console, emit_json, open_library
 from markindex_core.config import SEARCH_DEFAULT_LIMIT, SEARCH_MAX_LIMIT
 
 
@@ -37,15 +37,14 @@ def cmd_search(args: argparse.Namespace) -> int:
         return 0
     import re
 
-    from rich.console import Console
     from rich.table import Table
     from rich.text import Text
 
     from markindex_core.text.safe import printable
 
-    console = Console()
+    out = console()
     if result.notice:
-        console.print(Text(printable(result.notice), style="yellow"))
+        out.print(Text(printable(result.notice), style="yellow"))
     # Two columns read well at 80 characters: the citation, the section path and the snippet stack.
     table = Table(show_lines=True, expand=True)
     table.add_column("score", justify="right", width=6)
@@ -63,6 +62,6 @@ def cmd_search(args: argparse.Namespace) -> int:
             snippet.highlight_regex(words, style="bold yellow")
         cell.append_text(snippet)
         table.add_row(f"{hit.score:.2f}", cell)
-    console.print(table)
-    console.print(f"[dim]{len(result.hits)} results, {result.mode}, {result.elapsed_ms:.1f} ms[/]")
+    out.print(table)
+    out.print(f"[dim]{len(result.hits)} results, {result.mode}, {result.elapsed_ms:.1f} ms[/]")
     return 0 if result.hits else 1

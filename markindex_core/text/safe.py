@@ -13,17 +13,20 @@ _NAMED = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
 
 def _escape(cp: int) -> str:
     ch = chr(cp)
-    return _NAMED.get(ch, f"\\x{cp:02x}")
+    return _NAMED.get(ch, f"\\x{cp:02x}" if cp <= 0xFF else f"\\u{cp:04x}")
 
 
 # C0 (U+0000-U+001F), DEL (U+007F) and C1 (U+0080-U+009F): every code a terminal may act on.
-_CONTROL = [*range(0x00, 0x20), 0x7F, *range(0x80, 0xA0)]
+# Then the bidirectional controls (marks, embeddings, overrides, isolates): printed raw they
+# reorder what is shown, so `Invoice \u202efdp.exe` reads as `Invoice exe.pdf`.
+_BIDI = [0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A)]
+_CONTROL = [*range(0x00, 0x20), 0x7F, *range(0x80, 0xA0), *_BIDI]
 _ONE_LINE = str.maketrans({cp: _escape(cp) for cp in _CONTROL})
 _MULTI_LINE = str.maketrans({cp: _escape(cp) for cp in _CONTROL if cp != 0x0A})
 
 
 def printable(text: str, *, multiline: bool = False) -> str:
-    r"""Return `text` with every control character shown as a visible escape.
+    r"""Return `text` with every control character (and bidi control) shown as a visible escape.
 
     ESC becomes the four characters `\x1b`, BEL `\x07`, a C1 CSI `\x9b`; tab, newline and
     carriage return become `\t`, `\n`, `\r`. With `multiline=True` a newline is kept as a line
@@ -39,12 +42,13 @@ def printable(text: str, *, multiline: bool = False) -> str:
     return text.translate(_MULTI_LINE if multiline else _ONE_LINE)
 
 
-# JSON escapes C0 itself, but `json.dumps(..., ensure_ascii=False)` leaves DEL and C1 raw.
-_JSON_CONTROL = str.maketrans({cp: f"\\u{cp:04x}" for cp in (0x7F, *range(0x80, 0xA0))})
+# JSON escapes C0 itself, but `json.dumps(..., ensure_ascii=False)` leaves DEL, C1 and the
+# bidi controls raw.
+_JSON_CONTROL = str.maketrans({cp: f"\\u{cp:04x}" for cp in (0x7F, *range(0x80, 0xA0), *_BIDI)})
 
 
 def json_controls_escaped(json_text: str) -> str:
-    """JSON text (from `json.dumps`) with DEL and C1 characters written as `\\u` escapes.
+    """JSON text (from `json.dumps`) with DEL, C1 and bidi controls written as `\\u` escapes.
 
     They can only occur inside JSON strings, so the parsed values stay exactly the same, while a
     terminal showing the JSON never receives a raw C1 control such as CSI (U+009B).

@@ -22,8 +22,12 @@ TITLE = "\x1b]0;pwned\x07"
 CLEAR = "\x1b[2J\x1b[H"
 C1_CSI = "\x9b31m"
 
-# Any C0 byte but newline, DEL, and (once decoded) any C1 character.
-RAW_CONTROL = re.compile("[\x00-\x09\x0b-\x1f\x7f\x80-\x9f]")
+# Any C0 byte but newline, DEL, (once decoded) any C1 character, and the bidi controls that
+# reorder what a terminal shows (`Invoice \u202efdp.exe` reads as `Invoice exe.pdf`).
+RAW_CONTROL = re.compile(
+    "[\x00-\x09\x0b-\x1f\x7f\x80-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]"
+)
+BIDI = "\u202efdp.exe"
 
 # Enough ordinary prose that the few control characters don't make the file look binary.
 PROSE = "Ordinary words keep the share of control characters low. " * 40
@@ -34,7 +38,7 @@ def hostile(tmp_path: Path) -> tuple[Path, Path]:
     root = tmp_path / f"lib{CLEAR}"
     root.mkdir()
     (root / "esc.md").write_text(
-        f"# T{TITLE} heading\n\nzqosc {OSC52} end {C1_CSI} and\tbell\x07 here\n\n"
+        f"# T{TITLE} heading :x: {BIDI}\n\nzqosc {OSC52} end {C1_CSI} and\tbell\x07 here\n\n"
         f"## Sub {CLEAR} zqosc\n\nsee [next](name{TITLE}.md) and [gone](gone{CLEAR}.md#a{TITLE})\n\n{PROSE}\n",
         encoding="utf-8",
     )
@@ -98,6 +102,8 @@ def test_every_human_output_escapes_control_characters(hostile: tuple[Path, Path
     # The escapes are visible, not dropped: a reader can see something odd is in the text.
     assert "\\x1b]52;c;" in outputs["search zqosc"]
     assert "\\x1b]0;pwned\\x07" in outputs["tree esc.md"]
+    assert "heading :x: \\u202efdp.exe" in outputs["tree esc.md"]  # no emoji, no reordering
+    assert not any("\u274c" in out for out in outputs.values())  # the emoji :x: would become
     assert "\\x1b[2J" in outputs["status"]
     assert "\\x9b31m" in outputs["tree named.md"]
     assert "name\\x1b]0;pwned\\x07.md" in outputs["index"]  # skipped, and said safely
