@@ -56,20 +56,54 @@ def load_questions(paths: Iterable[Path]) -> list[dict[str, Any]]:
             raise InvalidArgument(
                 f"cannot read questions {path}: {exc.strerror}", "pass a JSONL file"
             ) from None
-        for n, line in enumerate(text.splitlines(), 1):
+        except UnicodeDecodeError:
+            raise InvalidArgument(
+                f"questions {path} are not UTF-8 text", "save the file as UTF-8 JSONL"
+            ) from None
+        # "\n" only: U+2028 and friends may stand inside a JSON string.
+        for n, line in enumerate(text.split("\n"), 1):
             if not line.strip():
                 continue
             try:
                 q = json.loads(line)
-                assert isinstance(q["question"], str) and isinstance(q["gold"], list)
-            except (ValueError, KeyError, AssertionError, TypeError):
+            except ValueError:
+                raise InvalidArgument(f"{path}:{n}: not JSON", "one JSON object per line") from None
+            problem = _record_problem(q)
+            if problem:
                 raise InvalidArgument(
-                    f"{path}:{n}: not a question record", 'each line needs "question" and "gold"'
-                ) from None
+                    f"{path}:{n}: not a question record: {problem}",
+                    'each line needs "question" and "gold": [{"doc_path", "start_line",'
+                    ' "end_line"}, ...] (lines optional) with 1 <= start_line <= end_line',
+                )
             q.setdefault("id", f"{path.stem}-{n}")
             q.setdefault("lang", "unknown")
+            q["id"], q["lang"] = str(q["id"]), str(q["lang"])
             out.append(q)
     return out
+
+
+def _record_problem(q: object) -> str:
+    """What is wrong with one question record ('' when nothing is)."""
+    if not isinstance(q, dict):
+        return "not an object"
+    if not isinstance(q.get("question"), str):
+        return '"question" is not a string'
+    gold = q.get("gold")
+    if not isinstance(gold, list):
+        return '"gold" is not a list'
+    for g in gold:
+        if not isinstance(g, dict) or not isinstance(g.get("doc_path"), str):
+            return 'a gold range without a "doc_path" string'
+        a, b = g.get("start_line"), g.get("end_line")
+        if a is not None or b is not None:  # a line range (else the document or title path)
+            if not all(isinstance(v, int) and not isinstance(v, bool) for v in (a, b)):
+                return f"gold lines are not whole numbers: {a!r}, {b!r}"
+            if not 1 <= a <= b:  # type: ignore[operator]
+                return f"gold lines out of order: {a}-{b}"
+        tp = g.get("title_path", [])
+        if not isinstance(tp, list) or not all(isinstance(t, str) for t in tp):
+            return '"title_path" is not a list of strings'
+    return ""
 
 
 def _overlap(a0: int, a1: int, b0: int, b1: int) -> int:

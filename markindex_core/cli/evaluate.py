@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from markindex_core.cli.common import Subparsers, add_library_args, console, emit_json, open_library
 from markindex_core.cli.retrieve import add_model_args
 from markindex_core.config import EVAL_AGENT_CONCURRENCY, RETRIEVE_MAX_STEPS
+from markindex_core.errors import InvalidArgument
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -75,6 +76,11 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     lib = open_library(args)
     questions = load_questions(Path(q) for q in args.questions)
+    if args.out and (Path(args.out).is_dir() or not Path(args.out).parent.is_dir()):
+        raise InvalidArgument(  # said now, not after the whole evaluation has run
+            f"--out {args.out} cannot be written: it is a folder, or its folder does not exist",
+            "pass the path of a file in an existing folder",
+        )
     if args.mode == "routing":
         report = evaluate_routing(lib, questions)
     elif args.mode == "agent":
@@ -122,6 +128,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 def _print_routing(report: dict[str, Any]) -> None:
+    from rich.text import Text
+
+    from markindex_core.text.safe import printable
 
     table = _per_set_table(
         f"routing by browse metadata (k={report['k']}, {report['documents']} documents)",
@@ -129,7 +138,11 @@ def _print_routing(report: dict[str, Any]) -> None:
     )
     for name, m in report["metrics"].items():
         table.add_row(
-            name, str(m["questions"]), f"{m['hit@1']:.1%}", f"{m['hit@5']:.1%}", f"{m['mrr']:.3f}"
+            Text(printable(name)),  # a set is named by the questions' "lang": untrusted text
+            str(m["questions"]),
+            f"{m['hit@1']:.1%}",
+            f"{m['hit@5']:.1%}",
+            f"{m['mrr']:.3f}",
         )
     console().print(table)
     console(stderr=True).print(
@@ -141,7 +154,6 @@ def _print_routing(report: dict[str, Any]) -> None:
 def _run_agent(
     lib: Any, questions: list[dict[str, Any]], args: argparse.Namespace
 ) -> dict[str, Any]:
-    from markindex_core.errors import InvalidArgument
     from markindex_core.evaluate import evaluate_agent
     from markindex_core.llm.models import require_llm_extra
 

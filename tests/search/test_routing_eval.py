@@ -116,3 +116,54 @@ def test_cli_routing_mode_reports_per_language(small_library: Library, tmp_path:
     assert json.loads(out.read_text(encoding="utf-8"))["questions"][1]["rank"] is None
     table = subprocess.run(argv[:-3], capture_output=True, text=True, cwd=REPO, timeout=120)
     assert table.returncode == 0 and "routing" in table.stdout and "hit@5" in table.stdout
+
+
+@pytest.mark.parametrize(
+    ("line", "problem"),
+    [
+        ('{"question": "q", "gold": [1]}', 'without a "doc_path"'),
+        ('{"question": "q", "gold": [{"doc_path": "a.md", "start_line": 4}]}', "whole numbers"),
+        (
+            '{"question": "q", "gold": [{"doc_path": "a.md", "start_line": "x", "end_line": 2}]}',
+            "whole numbers",
+        ),
+        (
+            '{"question": "q", "gold": [{"doc_path": "a.md", "start_line": 1e400, "end_line": 2}]}',
+            "whole numbers",
+        ),
+        (
+            '{"question": "q", "gold": [{"doc_path": "a.md", "start_line": 5, "end_line": 2}]}',
+            "out of order",
+        ),
+        (
+            '{"question": "q", "gold": [{"doc_path": "a.md", "start_line": 1, "end_line": 2, "title_path": 5}]}',
+            "title_path",
+        ),
+        ('{"question": 3, "gold": []}', '"question"'),
+        ("[1, 2]", "not an object"),
+        ("{nope", "not JSON"),
+    ],
+)
+def test_malformed_question_records_are_one_clear_error(
+    tmp_path: Path, line: str, problem: str
+) -> None:
+    from markindex_core.errors import InvalidArgument
+    from markindex_core.evaluate import load_questions
+
+    path = tmp_path / "q.jsonl"
+    path.write_text('{"question": "fine", "gold": []}\n' + line + "\n", encoding="utf-8")
+    with pytest.raises(InvalidArgument, match=f"q.jsonl:2: .*{problem}"):
+        load_questions([path])
+
+
+def test_question_files_keep_unicode_line_separators_inside_strings(tmp_path: Path) -> None:
+    from markindex_core.errors import InvalidArgument
+    from markindex_core.evaluate import load_questions
+
+    path = tmp_path / "q.jsonl"
+    path.write_text('{"question": "a\u2028b", "gold": [], "lang": 7}\n', encoding="utf-8")
+    (q,) = load_questions([path])
+    assert q["question"] == "a\u2028b" and q["lang"] == "7"
+    path.write_bytes(b'{"question": "\xff", "gold": []}\n')
+    with pytest.raises(InvalidArgument, match="not UTF-8"):
+        load_questions([path])
