@@ -21,17 +21,43 @@ def register(sub: Subparsers) -> None:
     p.add_argument("--doc", help="only this document (path relative to ROOT)")
     p.add_argument(
         "--limit",
-        type=int,
+        type=_limit,
         default=SEARCH_DEFAULT_LIMIT,
         help=f"number of results (1-{SEARCH_MAX_LIMIT}, default {SEARCH_DEFAULT_LIMIT})",
     )
     p.set_defaults(func=cmd_search)
 
 
+def _limit(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 1 <= n <= SEARCH_MAX_LIMIT:
+        raise argparse.ArgumentTypeError(f"{n} is not between 1 and {SEARCH_MAX_LIMIT}")
+    return n
+
+
+def _relative(path: str | None) -> str | None:
+    """A scope as the index names it: `./guides/` is `guides`, `.` is the whole library."""
+    return None if path is None else "/".join(p for p in path.split("/") if p not in ("", "."))
+
+
 def cmd_search(args: argparse.Namespace) -> int:
+    from markindex_core.errors import LibraryNotFound
+    from markindex_core.store.suggest import unknown_document
 
     lib = open_library(args)
-    result = lib.search(args.query, folder=args.folder, doc_path=args.doc, limit=args.limit)
+    doc, folder = _relative(args.doc), _relative(args.folder)
+    # An unknown scope is said as such, with suggestions, not as "nothing matched".
+    if doc is not None and lib.store.document(doc) is None:
+        raise unknown_document(lib.store, doc)
+    if folder and not lib.store.count_documents(folder):
+        raise LibraryNotFound(
+            f"no folder {folder!r} with documents in this library",
+            "check the folder's path relative to ROOT, or search without --folder",
+        )
+    result = lib.search(args.query, folder=folder, doc_path=doc, limit=args.limit)
     if args.json:
         emit_json(result.to_json())
         return 0

@@ -142,6 +142,16 @@ def test_errors_are_one_line_and_exit_1(
     code, _, err = run(capsys, "index", str(root), "--db", str(db), "--json", "--ignore", "/etc")
     payload = json.loads(one_line_error(code, err))
     assert payload["code"] == "INVALID_INPUT" and payload["hint"]
+    # An unknown search scope is said as such (with the near miss), not as "nothing matched".
+    search = ["search", str(root), "words", "--db", str(db)]
+    line = one_line_error(*run(capsys, *search, "--doc", "doc33.md")[::2])
+    assert "no document 'doc33.md'" in line and "doc3.md" in line, line
+    line = one_line_error(*run(capsys, *search, "--folder", "guidez")[::2])
+    assert "no folder 'guidez'" in line, line
+    assert run(capsys, *search, "--folder", "./guides/", "--doc", "./guides/doc0.md")[0] == 0
+    with pytest.raises(SystemExit):  # argparse: the range is said, not clamped silently
+        run(capsys, *search, "--limit", "0")
+    assert "not between 1 and 50" in capsys.readouterr().err
 
 
 def test_cli_as_a_subprocess(lib: tuple[Path, Path]) -> None:
