@@ -149,6 +149,11 @@ def search_documents(lib: IndexAccess, store: Store, args: dict[str, Any]) -> Re
         }
         for i, h in enumerate(result.hits)
     ]
+    # Titles and snippets full of characters JSON escapes (quotes, backslashes, controls) can
+    # take twice their length: the last results give way rather than the whole answer failing.
+    kept = pages_by_size([json_len(r) for r in results], TOOL_PAGE_CHARS)[0]
+    left_out = len(results) - len(kept)
+    results = results[: len(kept)]
     data = {
         "query": query,
         "scope": {"folder": folder, "doc_path": doc_path},
@@ -159,6 +164,8 @@ def search_documents(lib: IndexAccess, store: Store, args: dict[str, Any]) -> Re
         "count": len(results),
         "results": results,
     }
+    if left_out:
+        data["left_out"] = left_out  # the response budget is full: narrow the scope for more
     if not results:
         return data, steps(
             "nothing matched: try other or fewer words, synonyms, the other language, or a wider "
@@ -172,6 +179,8 @@ def search_documents(lib: IndexAccess, store: Store, args: dict[str, Any]) -> Re
     )
     if result.relaxed:
         message = result.notice + ". " + message
+    if left_out:
+        message += f"; {left_out} more results did not fit this answer: narrow the scope for them"
     return data, steps(
         message,
         ("get_node_content", {"doc_path": top["doc_path"], "node_ids": [top["node_id"]]}),

@@ -328,3 +328,27 @@ def test_front_matter_numbers_json_has_not_are_strings(tmp_path: Path) -> None:
     json.loads(answer, parse_constant=strict)
     front_matter = ok(lib, "get_document", {"doc_path": "a.md"})["front_matter"]
     assert front_matter == {"n": "nan", "i": "-inf", "ok": 1.5}, front_matter
+
+
+def test_search_answers_within_the_budget_whatever_json_escapes(tmp_path: Path) -> None:
+    """Titles and text full of quotes and backslashes double in JSON: the last results give way
+    (and the answer says how many), the answer itself never fails for its size."""
+    root = tmp_path / "lib"
+    root.mkdir()
+    q, b = chr(34) * 150, chr(92) * 150  # each doubles in JSON
+    words = " ".join(f"word{k}" for k in range(250))  # sections too big to be merged
+    body = "\n\n".join(
+        "\n\n".join(f"{'#' * d} {q} {b} {i}.{d}\n\nzebu {q}{b} {words}" for d in range(1, 7))
+        for i in range(12)
+    )
+    (root / "q.md").write_text(f"{body}\n", encoding="utf-8")
+    lib = Library(root, tmp_path / "index.db")
+    lib.index()
+    text = lib.call_tool("search_documents", {"query": "zebu", "limit": 50})
+    env = json.loads(text)
+    assert env["success"], env
+    assert len(text) <= RESPONSE_CHAR_BUDGET
+    data = env["data"]
+    assert data["count"] == len(data["results"]) > 0
+    assert data["left_out"] > 0 and data["count"] + data["left_out"] == 50, data["left_out"]
+    assert f"{data['left_out']} more results" in env["next_steps"]["message"]
