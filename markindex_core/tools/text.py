@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from markindex_core.tools.access import IndexAccess
 
 LINE_PIECE_CHARS = TOOL_PAGE_CHARS // 4  # a longer line is served in pieces
+_ENTRY_CHARS = 200  # a node entry's keys, ids and numbers, besides its title path and content
 
 
 # ----- get_node_content --------------------------------------------------------------------------
@@ -69,7 +70,17 @@ def get_node_content(lib: IndexAccess, store: Store, args: dict[str, Any]) -> Re
         start, end = n["start_line"], n["subtree_end"] if subtree else n["end_line"]
         blocks.append((n, start, end, _units(store.read_lines(doc["id"], start, end), start)))
     flat = [(b, u) for b, block in enumerate(blocks) for u in block[3]]
-    pages = pages_by_size([json_len(text) for _, (_, text) in flat], TOOL_PAGE_CHARS)
+    # Each node's entry also carries its title path: counted with its first line, so that titles
+    # full of characters JSON escapes can't push a page over the response budget.
+    paths = [
+        [preview(t, TOOL_TITLE_PATH_CHARS) for t in title_path(by_id, n["node_id"])]
+        for n, *_ in blocks
+    ]
+    sizes, counted = [], set()
+    for b, (_, text) in flat:
+        sizes.append(json_len(text) + (0 if b in counted else json_len(paths[b]) + _ENTRY_CHARS))
+        counted.add(b)
+    pages = pages_by_size(sizes, TOOL_PAGE_CHARS)
     part = args["part"]
     again = ("get_node_content", {"doc_path": path, "node_ids": wanted, "subtree": subtree})
     page = pick_part(pages, part, "this content", again)
@@ -83,7 +94,7 @@ def get_node_content(lib: IndexAccess, store: Store, args: dict[str, Any]) -> Re
         out.append(
             {
                 "node_id": n["node_id"],
-                "title_path": title_path(by_id, n["node_id"]),
+                "title_path": paths[b],
                 "kind": n["kind"],
                 "start_line": start,
                 "end_line": end,
@@ -94,12 +105,12 @@ def get_node_content(lib: IndexAccess, store: Store, args: dict[str, Any]) -> Re
             }
         )
     if part == 1:  # nodes with no lines of their own still show up once
-        for n, start, end, units in blocks:
+        for b, (n, start, end, units) in enumerate(blocks):
             if not units:
                 out.append(
                     {
                         "node_id": n["node_id"],
-                        "title_path": title_path(by_id, n["node_id"]),
+                        "title_path": paths[b],
                         "kind": n["kind"],
                         "start_line": start,
                         "end_line": end,

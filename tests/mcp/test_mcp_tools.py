@@ -352,3 +352,32 @@ def test_search_answers_within_the_budget_whatever_json_escapes(tmp_path: Path) 
     assert data["count"] == len(data["results"]) > 0
     assert data["left_out"] > 0 and data["count"] + data["left_out"] == 50, data["left_out"]
     assert f"{data['left_out']} more results" in env["next_steps"]["message"]
+
+
+def test_node_content_pages_count_title_paths_as_json(tmp_path: Path) -> None:
+    """Titles of quotes take twice their length in JSON: pages count them."""
+    root = tmp_path / "lib"
+    root.mkdir()
+    words = " ".join(f"word{k}" for k in range(700))
+    title = chr(34) * 280
+    body = "\n\n".join(
+        "\n\n".join(f"{'#' * d} {title} {i}.{d}\n\n{words}" for d in range(1, 7)) for i in range(4)
+    )
+    (root / "c.md").write_text(body + "\n", encoding="utf-8")
+    lib = Library(root, tmp_path / "index.db")
+    lib.index()
+    ids = [n["node_id"] for n in lib.store.nodes(lib.store.document("c.md")["id"])][:20]
+    assert len(ids) == 20
+    part, seen = 1, []
+    while True:
+        text = lib.call_tool(
+            "get_node_content", {"doc_path": "c.md", "node_ids": ids, "part": part}
+        )
+        env = json.loads(text)
+        assert env["success"], env
+        assert len(text) <= RESPONSE_CHAR_BUDGET
+        seen += [n["node_id"] for n in env["data"]["nodes"]]
+        if part == env["data"]["parts"]:
+            break
+        part += 1
+    assert set(seen) == set(ids)
