@@ -381,3 +381,18 @@ def test_node_content_pages_count_title_paths_as_json(tmp_path: Path) -> None:
             break
         part += 1
     assert set(seen) == set(ids)
+
+
+@pytest.mark.parametrize(
+    ("tool", "args"),
+    [
+        ("get_document", {"doc_path": "\ud800.md"}),
+        ("search_documents", {"query": "zebra \udfff"}),
+        ("browse_documents", {"folder": "a\ud83d"}),
+    ],
+)
+def test_lone_surrogates_from_python_callers_are_invalid_input(
+    indexed_sample: Library, tool: str, args: dict[str, Any]
+) -> None:
+    env = json.loads(indexed_sample.call_tool(tool, args))
+    assert env["code"] == "INVALID_INPUT" and "lone surrogates" in env["error"], env
