@@ -366,7 +366,9 @@ def test_node_content_pages_count_title_paths_as_json(tmp_path: Path) -> None:
     (root / "c.md").write_text(body + "\n", encoding="utf-8")
     lib = Library(root, tmp_path / "index.db")
     lib.index()
-    ids = [n["node_id"] for n in lib.store.nodes(lib.store.document("c.md")["id"])][:20]
+    doc = lib.store.document("c.md")
+    assert doc is not None
+    ids = [n["node_id"] for n in lib.store.nodes(doc["id"])][:20]
     assert len(ids) == 20
     part, seen = 1, []
     while True:
