@@ -19,6 +19,7 @@ from markindex_core.config import CLI_PROGRESS_PATH_CHARS, SUMMARY_CONCURRENCY
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from markindex_core.index.indexer import IndexReport
     from markindex_core.llm.summaries import Summarizer
 
 
@@ -28,6 +29,10 @@ def register(sub: Subparsers) -> None:
         help="build or update the index of a library (incremental)",
         description="Parse every Markdown file under ROOT into its section tree and "
         "update the index: only new or changed files are rebuilt.",
+        epilog="Exit status: 0 when the index is up to date; 1 when the run failed, when a file "
+        "or folder could not be read (what the index held there is kept), or when summaries "
+        "were asked for and none could be written. Skipped files (binary, too large) are "
+        "reported, not failures.",
     )
     add_library_args(p)
     add_indexing_options(p)
@@ -117,7 +122,7 @@ def cmd_index(args: argparse.Namespace) -> int:
             emit_json(hook.last.estimate.to_json())
         else:
             emit_json(report.to_json())
-        return 0
+        return _status(report, hook)
     from rich.markup import escape
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -164,7 +169,15 @@ def cmd_index(args: argparse.Namespace) -> int:
     )
     if hook is not None:
         _print_summaries(out, err, hook)
-    return 0
+    return _status(report, hook)
+
+
+def _status(report: IndexReport, hook: Summarizer | None) -> int:
+    """1 when something that should be in the index is not: unreadable paths, or not one of
+    the summaries asked for (a script must not take either for success)."""
+    run = hook.last if hook is not None else None
+    no_summary = run is not None and run.estimate is None and run.errors and not run.written
+    return 1 if report.errors or no_summary else 0
 
 
 def _print_summaries(out: Console, err: Console, hook: Summarizer) -> None:

@@ -144,6 +144,7 @@ def test_unreadable_folders_keep_their_documents_in_the_index(shared_tmp: Path) 
         )
         report = json.loads(run.stdout)
         assert report["removed"] == [] and report["errors"], report
+        assert run.returncode == 1  # a script must not take a partial run for success
         root.chmod(0o000)
         code, err = markindex("index", str(root), "--db", str(db), nobody=True)
         line = one_clear_line(err)

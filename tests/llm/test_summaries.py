@@ -51,13 +51,13 @@ def markindex(*args: str, env: dict[str, str] | None = None) -> subprocess.Compl
     )
 
 
-def summarize(root: Path, server: ScriptedServer, *extra: str) -> dict[str, Any]:
-    """`markindex index ROOT --summary-model … --json`; its report."""
+def summarize(root: Path, server: ScriptedServer, *extra: str, code: int = 0) -> dict[str, Any]:
+    """`markindex index ROOT --summary-model … --json`; its report (exit status `code`)."""
     p = markindex(
         "index", str(root), "--summary-model", MODEL, "--base-url", server.base_url, "--json",
         *extra,
     )  # fmt: skip
-    assert p.returncode == 0, p.stderr
+    assert p.returncode == code, p.stderr
     report: dict[str, Any] = json.loads(p.stdout)
     return report
 
@@ -182,7 +182,7 @@ def test_failed_summaries_are_counted_and_the_index_stays_whole(root: Path) -> N
 
 def test_a_wrong_key_stops_the_run_at_once(root: Path, server: ScriptedServer) -> None:
     server.push(Step(status=401, body={"error": {"message": "bad key"}}))
-    report = summarize(root, server, "--summary-concurrency", "1")
+    report = summarize(root, server, "--summary-concurrency", "1", code=1)  # none written
     assert len(server.requests) == 1 and report["summary_errors"] == PLANNED
     assert report["summaries"]["error_messages"] == ["the model answered HTTP 401: stopped asking"]
 
