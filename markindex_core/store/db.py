@@ -12,6 +12,7 @@ import glob
 import json
 import os
 import time
+import urllib.parse
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -141,9 +142,15 @@ def connect(db_path: Path, *, readonly: bool = False) -> apsw.Connection:
     if not readonly and not db_path.exists():
         _create(db_path)
     flags = apsw.SQLITE_OPEN_READONLY if readonly else apsw.SQLITE_OPEN_READWRITE
+    name = str(db_path)
+    if readonly and _on_read_only_file_system(db_path):
+        # No -shm file can be made beside it, and nothing can change it: read it as immutable
+        # (an index copied to read-only media, a read-only mount).
+        name = "file:" + urllib.parse.quote(str(db_path.absolute())) + "?immutable=1"
+        flags |= apsw.SQLITE_OPEN_URI
     conn: apsw.Connection | None = None
     try:
-        conn = apsw.Connection(str(db_path), flags=flags)
+        conn = apsw.Connection(name, flags=flags)
         _prepare(conn, db_path, readonly)
     except apsw.Error as exc:
         errno_ = conn.system_errno if conn is not None else 0
@@ -202,6 +209,13 @@ def _alive(pid: int) -> bool:
     except OSError:  # alive, another user's
         return True
     return True
+
+
+def _on_read_only_file_system(path: Path) -> bool:
+    try:
+        return bool(os.statvfs(path.parent).f_flag & os.ST_RDONLY)
+    except (OSError, AttributeError):  # no statvfs (Windows): opened the usual way
+        return False
 
 
 def _prepare(conn: apsw.Connection, db_path: Path, readonly: bool) -> None:

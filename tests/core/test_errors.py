@@ -329,3 +329,20 @@ def test_a_damaged_index_or_a_refused_path_is_one_clear_line(tmp_path: Path) -> 
         timeout=120,
     )
     assert proc.returncode == 1 and "not valid UTF-8" in one_clear_line(proc.stderr), proc.stderr
+
+
+def test_an_index_on_a_read_only_file_system_is_searched(tmp_path: Path, tiny_disk: Path) -> None:
+    """An index copied to read-only media: no -shm file can be made beside it, so it is read as
+    immutable instead of failing with a permission error that blames the user."""
+    subprocess.run(
+        ["mount", "-o", "remount,size=64m", str(tiny_disk)], check=True, capture_output=True
+    )
+    root = make_library(tmp_path / "lib")
+    db = tiny_disk / "index.db"
+    assert markindex("index", str(root), "--db", str(db))[0] == 0
+    subprocess.run(["mount", "-o", "remount,ro", str(tiny_disk)], check=True, capture_output=True)
+    for files in os.listdir(tiny_disk):
+        assert not files.endswith(("-wal", "-shm")) or (tiny_disk / files).stat().st_size == 0
+    code, err = markindex("search", str(root), "数据处理者", "--db", str(db))
+    assert code == 0, err
+    assert Library(root, db).search("words").hits
