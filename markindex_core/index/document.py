@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import xxhash
 
-from markindex_core.config import TreeParams
+from markindex_core.config import MAX_TITLE_CHARS, TreeParams
 from markindex_core.index.decode import Undecodable, decode, split_lines
 from markindex_core.index.describe import derive_description, derive_title
 from markindex_core.index.markdown import ParsedMarkdown, parse_markdown
@@ -34,7 +34,7 @@ def build_document(
     sections = build_sections(lines, parsed, title, params)
     passages = cut_passages(sections, lines, parsed.block_starts, parsed.front_matter_end)
     section_terms = [
-        _section_terms(s, passages_of) for s, passages_of in _group(sections, passages)
+        _section_terms(s, passages_of, lines) for s, passages_of in _group(sections, passages)
     ]
     return ParsedDocument(
         path=rel_path,
@@ -71,7 +71,12 @@ def _group(sections: list[Section], passages: list[Passage]) -> list[tuple[Secti
     return list(zip(sections, by_node, strict=True))
 
 
-def _section_terms(sec: Section, passages: list[Passage]) -> tuple[str, str, str]:
-    title, keys = segment.heading_terms(sec.title, sec.key_items, chunk=sec.kind == "chunk")
+def _section_terms(sec: Section, passages: list[Passage], lines: list[str]) -> tuple[str, str, str]:
+    title = sec.title
+    if sec.kind == "section" and len(title) >= MAX_TITLE_CHARS:
+        # A title is cut for display; every word of its heading lines stays searchable (the
+        # heading's markup, `##` or a setext underline, holds no words).
+        title = " ".join(lines[sec.start_line - 1 : sec.body_start - 1])
+    title, keys = segment.heading_terms(title, sec.key_items, chunk=sec.kind == "chunk")
     body = " ".join(p.terms for p in passages)
     return title, keys, body

@@ -217,3 +217,22 @@ def test_relaxed_search_ranks_sections_with_every_word_first(tmp_path: Path) -> 
     assert result.mode == "relaxed" and result.notice.startswith("only 1 section contains")
     assert result.hits[0].doc_path == "both.md"
     lib.close()
+
+
+def test_every_word_of_a_long_heading_is_searchable(tmp_path: Path) -> None:
+    """A title is cut to MAX_TITLE_CHARS for display; the words after the cut still find it."""
+    from markindex_core.config import MAX_TITLE_CHARS
+
+    root = tmp_path / "lib"
+    root.mkdir()
+    head = "word " * (MAX_TITLE_CHARS // 5 + 10) + "zebrafish exemption"
+    (root / "a.md").write_text(
+        "# Doc\n\n" + "lead text " * 200 + f"\n\n## {head}\n\n" + "body text here. " * 300
+        + "\n\n## Other\n\n" + "more text " * 300 + "\n",
+        encoding="utf-8",
+    )  # fmt: skip
+    lib = Library(root, tmp_path / "index.db")
+    lib.index()
+    hits = lib.search("zebrafish exemption").hits
+    assert hits and hits[0].title_path[-1].startswith("word word")
+    assert len(hits[0].title_path[-1]) <= MAX_TITLE_CHARS
