@@ -229,31 +229,36 @@ def cmd_tree(args: argparse.Namespace) -> int:
             }
         )
         return 0
-    from rich.markup import escape
+    from rich.text import Text
     from rich.tree import Tree
 
     from markindex_core.text.safe import printable
 
-    def safe(s: str) -> str:
-        return escape(printable(s))
-
+    # Text pieces, never markup: a title is shown as it is (`[b]`, a trailing `\`), escaped only
+    # for the terminal's sake.
     tree = Tree(
-        f"[bold]{safe(doc['path'])}[/] — {safe(doc['title'])} "
-        f"[dim]({doc['line_count']} lines, {doc['tokens']} tokens)[/]"
+        Text.assemble(
+            (printable(doc["path"]), "bold"),
+            f" — {printable(doc['title'])} ",
+            (f"({doc['line_count']} lines, {doc['tokens']} tokens)", "dim"),
+        )
     )
 
     def add(parent: Tree, entries: list[dict[str, Any]]) -> None:
         for e in entries:
-            label = (
-                f"[cyan]{e['node_id']}[/] [magenta]{e['kind']}[/] {safe(e['title'] or '(untitled)')} "
-                f"[dim]L{e['start_line']}-{e['end_line']} · {e['tokens']} tok[/]"
+            label = Text.assemble(
+                (e["node_id"], "cyan"),
+                " ",
+                (e["kind"], "magenta"),
+                f" {printable(e['title'] or '(untitled)')} ",
+                (f"L{e['start_line']}-{e['end_line']} · {e['tokens']} tok", "dim"),
             )
             if e.get("key_items"):
-                label += f" [dim]+{len(e['key_items'])} merged[/]"
+                label.append(f" +{len(e['key_items'])} merged", "dim")
             if e.get("children_count"):
-                label += f" [dim]… {e['children_count']} more[/]"
+                label.append(f" … {e['children_count']} more", "dim")
             if e.get("summary"):  # model-written: untrusted text like the document's own
-                label += f"\n[dim italic]{safe(e['summary'])}[/]"
+                label.append(f"\n{printable(e['summary'])}", "dim italic")
             add(parent.add(label), e.get("children", []))
 
     add(tree, outline)

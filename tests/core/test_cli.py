@@ -189,3 +189,15 @@ def test_db_that_is_a_folder_is_refused_without_side_effects(tmp_path: Path) -> 
     )
     assert out.returncode == 1 and "is a folder" in out.stderr and "Traceback" not in out.stderr
     assert not (tmp_path / "dbdir.lock").exists()
+
+
+def test_tree_shows_titles_as_they_are(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Titles are text, never markup: a trailing backslash is shown once, `[red]` as written."""
+    root = tmp_path / "lib"
+    body = "words " * 400  # sections too big to be merged into their parent
+    write(root, "a.md", f"# Paths C:\\\n\n{body}\n\n## Colors `[red]x[/red]` code\n\n{body}\n")
+    db = tmp_path / "index.db"
+    assert run(capsys, "index", str(root), "--db", str(db))[0] == 0
+    code, out, _ = run(capsys, "tree", str(root), "a.md", "--db", str(db))
+    assert code == 0 and "Paths C:\\ " in out and "Paths C:\\\\" not in out, out
+    assert "[red]x[/red]" in out, out
