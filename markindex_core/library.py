@@ -203,10 +203,10 @@ class Library:
         return self.db_path.exists()
 
     def document(self, path: str) -> dict[str, Any] | None:
-        return self.store.document(path)
+        return self.store.lookup_document(path)
 
     def outline(self, path: str) -> list[dict[str, Any]]:
-        doc = self.store.document(path)
+        doc = self.store.lookup_document(path)
         return self.store.nodes(doc["id"]) if doc else []
 
     def searcher(self) -> Searcher:

@@ -50,8 +50,11 @@ def cmd_search(args: argparse.Namespace) -> int:
     lib = open_library(args)
     doc, folder = _relative(args.doc), _relative(args.folder)
     # An unknown scope is said as such, with suggestions, not as "nothing matched".
-    if doc is not None and lib.store.document(doc) is None:
-        raise unknown_document(lib.store, doc)
+    if doc is not None:
+        found = lib.document(doc)
+        if found is None:
+            raise unknown_document(lib.store, doc)
+        doc = str(found["path"])  # as stored (its Unicode normalization may differ)
     if folder and not lib.store.count_documents(folder):
         raise LibraryNotFound(
             f"no folder {folder!r} with documents in this library",

@@ -17,6 +17,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from unicodedata import normalize
 
 import apsw
 import apsw.bestpractice
@@ -530,6 +531,19 @@ class Store:
             (path,),
         )
         return next((DocumentRow.from_columns(c) for c in named_rows(cursor)), None)
+
+    def lookup_document(self, path: str) -> dict[str, Any] | None:
+        """The document a person or an agent means by `path`: its exact name first, then the
+        same name in the other Unicode normalization (`café` typed as one character, stored as
+        `e` plus an accent, as macOS file systems write names)."""
+        forms = [path]
+        if not path.isascii():
+            forms += [f for f in (normalize("NFC", path), normalize("NFD", path)) if f != path]
+        for form in forms:
+            row = self.document_row(form)
+            if row is not None:
+                return row.to_dict()
+        return None
 
     def document(self, path: str) -> dict[str, Any] | None:
         """`document_row` as a dict (the form the public API and older callers use)."""

@@ -68,7 +68,7 @@ def iso(seconds: float | None) -> str | None:
 # ----- lookups -----------------------------------------------------------------------------------
 def find_document(store: Store, raw: str, field: str = "doc_path") -> dict[str, Any]:
     path = library_path(raw, field)
-    doc = store.document(path)
+    doc = store.lookup_document(path)
     if doc is not None:
         return doc
     hits = similar_paths(store.document_paths(), path)

@@ -398,3 +398,22 @@ def test_lone_surrogates_from_python_callers_are_invalid_input(
 ) -> None:
     env = json.loads(indexed_sample.call_tool(tool, args))
     assert env["code"] == "INVALID_INPUT" and "lone surrogates" in env["error"], env
+
+
+def test_a_name_in_the_other_unicode_normalization_finds_the_document(tmp_path: Path) -> None:
+    """A file named on macOS (`e` + combining accent) is found by the name as one types it."""
+    import unicodedata
+
+    root = tmp_path / "lib"
+    root.mkdir()
+    stored = unicodedata.normalize("NFD", "café.md")
+    (root / stored).write_text("# Café\n\nespresso notes\n", encoding="utf-8")
+    lib = Library(root, tmp_path / "index.db")
+    lib.index()
+    typed = unicodedata.normalize("NFC", stored)
+    assert typed != stored and lib.store.document_paths() == [stored]
+    data = ok(lib, "get_document", {"doc_path": typed})
+    assert data["doc_path"] == stored
+    found = ok(lib, "search_documents", {"query": "espresso", "doc_path": typed})
+    assert found["count"] == 1 and found["scope"]["doc_path"] == stored
+    assert lib.document(typed) is not None and lib.outline(typed)
