@@ -415,8 +415,7 @@ class Daemon:
 
     def _start_watching(self) -> None:
         assert self._coalescer is not None
-        exclude = [] if self.lib.db_path.parent == self.lib.root else [self.lib.db_path.parent]
-        handler = LibraryEvents(self.lib.root, self._coalescer, exclude_dirs=exclude)
+        handler = LibraryEvents(self.lib.root, self._coalescer, index_dir=self.lib.db_path.parent)
         self._alarm = OverflowAlarm(self._coalescer.request_full)
         self._alarm.install()
         # Watch first, then reconcile: an edit during the first scan is then never lost.

@@ -22,6 +22,7 @@ from watchdog.events import (
     DirAttribEvent,
     DirCreatedEvent,
     DirDeletedEvent,
+    DirModifiedEvent,
     DirMovedEvent,
     FileAttribEvent,
     FileClosedEvent,
@@ -192,18 +193,26 @@ class Coalescer:
 class LibraryEvents(FileSystemEventHandler):
     """Runs on watchdog's thread: turns events into library-relative dirty paths for a Coalescer.
 
-    Dot-directories, dot-files (editor temp files), non-Markdown files and the index folder never
-    reach the coalescer; `.gitignore` and `.markindexignore` changes flag the rules instead.
+    Dot-directories, dot-files (editor temp files) and non-Markdown files never reach the
+    coalescer; `.gitignore` and `.markindexignore` changes flag the rules instead. The folder
+    holding the index (`index_dir`) is modified by every write of the index: those events are
+    dropped, but Markdown files in that folder are watched like any other (the folder may be the
+    library's root or a folder of documents, and holds nothing of the library when it is above).
     """
 
-    def __init__(self, root: Path, sink: Coalescer, *, exclude_dirs: Iterable[Path] = ()) -> None:
+    def __init__(self, root: Path, sink: Coalescer, *, index_dir: Path | None = None) -> None:
         self.root = str(root)
         self._prefix = self.root.rstrip(os.sep) + os.sep
         self.sink = sink
-        self.exclude = [str(d).rstrip(os.sep) + os.sep for d in exclude_dirs]
+        self._index_dir = None if index_dir is None else str(index_dir).rstrip(os.sep)
 
     def on_any_event(self, event: FileSystemEvent) -> None:
         try:
+            if (
+                isinstance(event, DirModifiedEvent)
+                and os.fsdecode(event.src_path).rstrip(os.sep) == self._index_dir
+            ):
+                return  # the index's own files came and went: nothing of the library changed
             dest = getattr(event, "dest_path", "")
             # A closed file, or one renamed into place, is complete: no need to wait long.
             closed = isinstance(event, FileClosedEvent)
@@ -218,8 +227,6 @@ class LibraryEvents(FileSystemEventHandler):
         if not path.startswith(self._prefix):
             if path.rstrip(os.sep) == self.root and is_dir:
                 self.sink.request_full()  # the library folder itself moved or vanished
-            return
-        if any(path.startswith(x) or path + os.sep == x for x in self.exclude):
             return
         rel = path[len(self._prefix) :].replace(os.sep, "/")
         parts = rel.split("/")

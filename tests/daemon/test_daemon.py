@@ -72,6 +72,29 @@ def test_file_and_folder_operations_reach_the_index(tmp_path: Path) -> None:
         wait_for(lambda: doc_paths(db) == {"a.md", "e.md"})
 
 
+@pytest.mark.parametrize("where", ["above", "in a folder of documents", "at the root"])
+def test_an_index_kept_in_or_above_the_library_does_not_blind_the_watch(
+    tmp_path: Path, where: str
+) -> None:
+    """--db anywhere: the index's own writes are not library changes, and the documents beside
+    it are watched like any other (the whole folder of the index had been ignored)."""
+    root = _lib(tmp_path, {"a.md": "# Apple\n\naardvark\n", "notes/b.md": "# Bee\n\nbadger\n"})
+    db = {
+        "above": tmp_path / "index.db",
+        "in a folder of documents": root / "notes" / "index.db",
+        "at the root": root / "index.db",
+    }[where]
+    with running_daemon(root, db) as daemon:
+        assert doc_paths(db) == {"a.md", "notes/b.md"}
+        (root / "c.md").write_text("# Cherry\n\ncheetah\n", encoding="utf-8")
+        (root / "notes" / "b.md").write_text("# Bee\n\nbumblebee\n", encoding="utf-8")
+        wait_for(lambda: find(db, root, "cheetah") == {"c.md"})
+        wait_for(lambda: find(db, root, "bumblebee") == {"notes/b.md"})
+        reconciles = daemon.log.count("reconciled")
+        time.sleep(2)  # its own writes (status heartbeats, WAL) start no reconcile
+        assert daemon.log.count("reconciled") == reconciles, daemon.log
+
+
 def test_status_reports_the_writing_daemon(tmp_path: Path) -> None:
     root = _lib(tmp_path, {"a.md": "# A\n\nalpha\n", "big.md": "# Big\n"})
     db = tmp_path / "idx" / "index.db"

@@ -71,12 +71,11 @@ async def test_only_library_markdown_reaches_the_coalescer(tmp_path: Path) -> No
     (root / ".git").mkdir()
     (root / "index").mkdir()
     c = Coalescer(asyncio.get_running_loop(), quiet_s=0.1, max_wait_s=1.0)
-    handler = LibraryEvents(root, c, exclude_dirs=[root / "index"])
+    handler = LibraryEvents(root, c, index_dir=root / "index")
     watch = start_watching(root, handler)
     try:
         (root / ".git" / "HEAD.md").write_text("x", encoding="utf-8")
-        (root / "index" / "index.db-wal").write_text("x", encoding="utf-8")
-        (root / "index" / "stray.md").write_text("x", encoding="utf-8")
+        (root / "index" / "index.db-wal").write_text("x", encoding="utf-8")  # the index's own
         (root / "docs" / ".a.md.swp").write_text("x", encoding="utf-8")
         (root / "docs" / "notes.txt").write_text("x", encoding="utf-8")
         tmp = root / "docs" / ".a.md.tmp"
@@ -87,6 +86,10 @@ async def test_only_library_markdown_reaches_the_coalescer(tmp_path: Path) -> No
         assert not batch.rules_changed
         assert batch.paths <= {"docs", "moved", "docs/a.md", "moved/a.md"}
         assert {"docs/a.md", "docs", "moved"} <= batch.paths
+        # A document in the index's folder is a document like any other (a full scan has it).
+        (root / "index" / "stray.md").write_text("x", encoding="utf-8")
+        batch = await asyncio.wait_for(c.next_batch(), 3)
+        assert batch.paths == {"index/stray.md"}, batch.paths
         (root / "moved" / ".gitignore").write_text("*.md\n", encoding="utf-8")
         batch = await asyncio.wait_for(c.next_batch(), 3)
         assert batch.rules_changed and not batch.paths
