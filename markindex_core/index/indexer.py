@@ -291,7 +291,7 @@ class Indexer:
         if any((self.root / a).is_symlink() for a in _ancestors(rel)):
             return  # symlinks are never followed, wherever they are on the path
         if full.is_dir():
-            if self.rules.excluded_by_path(rel + "/x.md"):
+            if self.rules.folder_excluded(rel):
                 return
             problem = path_problem(rel)
             if problem:

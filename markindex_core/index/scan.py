@@ -181,6 +181,15 @@ class IgnoreRules:
                 return bool(verdict)
         return False
 
+    def folder_excluded(self, rel: str) -> bool:
+        """A folder is excluded when it or any ancestor is hidden or ignored as a folder. (What
+        rules say of the files inside it is asked file by file: `*.md` then `!README.md` keeps
+        every folder's README.)"""
+        parts = rel.split("/")
+        if any(p.startswith(".") for p in parts):
+            return True
+        return any(self.ignored("/".join(parts[:i]), is_dir=True) for i in range(1, len(parts) + 1))
+
     def excluded_by_path(self, rel: str) -> bool:
         """A file is excluded when it or any ancestor folder is hidden or ignored."""
         parts = rel.split("/")

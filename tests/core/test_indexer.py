@@ -177,6 +177,37 @@ def test_paths_scoped_runs(lib: Library, tmp_path: Path) -> None:
     fresh_equals(root, lib.db_path, tmp_path)
 
 
+@pytest.mark.parametrize(
+    "rules", [["*.md", "!README.md"], ["?.md"], ["x*"]], ids=["whitelist", "one-letter", "x-prefix"]
+)
+def test_a_scoped_run_on_a_folder_agrees_with_a_full_scan(tmp_path: Path, rules: list[str]) -> None:
+    """What the daemon does for a folder event (touch, chmod, mkdir, a folder renamed or moved
+    in) must leave the index as a full scan would, whatever the ignore rules say of files."""
+    from markindex_core.index.indexer import Indexer, open_for_writing
+
+    root = tmp_path / "lib"
+    write(root, ".markindexignore", "\n".join(rules) + "\n")
+    write(root, "a/README.md", "# A readme\n\nwombat\n")
+    write(root, "a/other.md", "# Other\n")
+    write(root, "a/x.md", "# X\n")
+    store, lock = open_for_writing(tmp_path / "index.db")
+    try:
+        Indexer(root, store).run()
+        full = set(store.doc_states())
+        assert "a/README.md" in full
+        Indexer(root, store).run(paths=["a"])  # the folder itself changed
+        assert set(store.doc_states()) == full
+        write(root, "b/README.md", "# B readme\n\nkoala\n")
+        write(root, "b/x.md", "# X\n")
+        Indexer(root, store).run(paths=["b"])  # a new folder, its files folded into it
+        scoped = set(store.doc_states())
+        Indexer(root, store).run()
+        assert scoped == set(store.doc_states()) and "b/README.md" in scoped
+    finally:
+        store.close()
+        lock.release()
+
+
 def test_a_scoped_run_sees_only_what_lies_at_or_below_its_paths(lib: Library) -> None:
     """The index's rows for a scoped run are read by path range: `notes` covers `notes/a.md`,
     never the siblings that share its first letters (`notes.md`, `notes-2.md`)."""
