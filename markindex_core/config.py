@@ -15,6 +15,7 @@ REBUILD_FILE_SUFFIX = ".rebuild"  # a full rebuild is written beside the live in
 SQLITE_SIDE_SUFFIXES = ("-wal", "-shm", "-journal")  # files SQLite keeps beside a database
 DISK_FULL_MARGIN_BYTES = 1_000_000  # an I/O error with less free space than this means "disk full"
 IGNORE_FILE_NAME = ".markindexignore"
+MAX_IGNORE_FILE_BYTES = 1_000_000  # an ignore file is read up to this size
 MARKDOWN_SUFFIXES = (".md", ".markdown")
 
 # Tree optimization (PageIndex merge cost model, in tokens).

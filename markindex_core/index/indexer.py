@@ -210,9 +210,7 @@ class Indexer:
             self.store.delete_documents(removed)
             report.removed = [p for p in removed if p in states]
         self._skip_names(named, skipped, report)
-        for source, lines in sorted(self.rules.bad_patterns.items()):
-            shown = ", ".join(repr(line) for line in lines[:3]) + (", …" if len(lines) > 3 else "")
-            report.warnings.append((source, f"not a valid ignore pattern, left out: {shown}"))
+        report.warnings.extend(sorted(self.rules.problems.items()))
         todo: list[str] = []
         for rel, st in sorted(files.items()):
             old = states.get(rel)

@@ -11,8 +11,10 @@ a long name that does not match, so the translation is rewritten (see `_linear_r
 
 from __future__ import annotations
 
+import errno
 import os
 import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Protocol
@@ -20,7 +22,12 @@ from typing import Protocol
 import pathspec
 from pathspec.patterns.gitignore.spec import GitIgnoreSpecPattern
 
-from markindex_core.config import EMPTY_ROOT_SCAN_ENTRIES, IGNORE_FILE_NAME, MARKDOWN_SUFFIXES
+from markindex_core.config import (
+    EMPTY_ROOT_SCAN_ENTRIES,
+    IGNORE_FILE_NAME,
+    MARKDOWN_SUFFIXES,
+    MAX_IGNORE_FILE_BYTES,
+)
 from markindex_core.errors import InvalidArgument
 
 
@@ -133,35 +140,31 @@ class IgnoreRules:
 
     def __init__(self, root: Path, extra_patterns: list[str] | None = None) -> None:
         self.root = root
-        # Ignore files' lines that are no valid pattern, by file: each run warns about them.
-        self.bad_patterns: dict[str, list[str]] = {}
-        lines: list[str] = []
-        try:
-            text = (root / IGNORE_FILE_NAME).read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            text = ""
+        # What is wrong with an ignore file, by file (lines left out, not a regular file): each
+        # run warns about it.
+        self.problems: dict[str, str] = {}
         extra = [normalize_ignore_pattern(p, root) for p in extra_patterns or []]
-        if text:
-            bad: list[str] = []
-            _spec(text.splitlines(), bad)
-            if bad:
-                self.bad_patterns[IGNORE_FILE_NAME] = bad
-            lines += [line for line in text.splitlines() if line not in bad]
+        lines = self._lines(IGNORE_FILE_NAME)
         self.root_spec = _spec(lines + extra) if lines or extra else None
         self._gitignores: dict[str, pathspec.GitIgnoreSpec | None] = {}
 
+    def _lines(self, rel: str) -> list[str]:
+        """The valid pattern lines of one ignore file ([] when it does not exist)."""
+        text = _read_rules_file(self.root / rel)
+        if text is None:
+            self.problems[rel] = "not a regular file (a FIFO, a device?): left out"
+            return []
+        bad: list[str] = []
+        _spec(text.splitlines(), bad)
+        if bad:
+            shown = ", ".join(repr(line) for line in bad[:3]) + (", …" if len(bad) > 3 else "")
+            self.problems[rel] = f"not a valid ignore pattern, left out: {shown}"
+        return [line for line in text.splitlines() if line not in bad]
+
     def _gitignore(self, rel_dir: str) -> pathspec.GitIgnoreSpec | None:
         if rel_dir not in self._gitignores:
-            path = self.root / rel_dir / ".gitignore" if rel_dir else self.root / ".gitignore"
-            try:
-                text = path.read_text(encoding="utf-8", errors="replace")
-            except OSError:
-                self._gitignores[rel_dir] = None
-            else:
-                bad: list[str] = []
-                self._gitignores[rel_dir] = _spec(text.splitlines(), bad)
-                if bad:
-                    self.bad_patterns[f"{rel_dir}/.gitignore" if rel_dir else ".gitignore"] = bad
+            lines = self._lines(f"{rel_dir}/.gitignore" if rel_dir else ".gitignore")
+            self._gitignores[rel_dir] = _spec(lines) if lines else None
         return self._gitignores[rel_dir]
 
     def ignored(self, rel: str, is_dir: bool = False) -> bool:
@@ -199,6 +202,28 @@ class IgnoreRules:
             if self.ignored("/".join(parts[:i]), is_dir=True):
                 return True
         return self.ignored(rel)
+
+
+def _read_rules_file(path: Path) -> str | None:
+    """An ignore file's text: '' when there is none, None when it is not a regular file. Opened
+    without blocking or following links: a FIFO named `.gitignore` must not hang a run."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        return None if exc.errno == errno.ELOOP else ""  # a symlink is not followed
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        chunks, size = [], 0
+        while size < MAX_IGNORE_FILE_BYTES and (chunk := os.read(fd, 1 << 16)):
+            chunks.append(chunk)
+            size += len(chunk)
+        return b"".join(chunks)[:MAX_IGNORE_FILE_BYTES].decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+    finally:
+        os.close(fd)
 
 
 def is_markdown(name: str) -> bool:

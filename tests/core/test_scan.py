@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -158,3 +159,28 @@ def test_invalid_ignore_lines_are_left_out_with_a_warning(tmp_path: Path) -> Non
     assert sorted(lib.store.document_paths()) == ["a.md", "deep/c.md"]  # b.md: the valid line
     with pytest.raises(InvalidArgument, match="not a valid gitignore pattern"):
         IgnoreRules(root, ["[z-a]"])
+
+
+def test_an_ignore_file_that_is_a_fifo_is_left_out_without_hanging(tmp_path: Path) -> None:
+    """Opening a FIFO blocks until someone writes to it: ignore files are opened without
+    blocking and read only when they are regular files."""
+    import json
+    import subprocess
+    import sys
+
+    from tests.paths import REPO
+
+    root = tmp_path / "lib"
+    (root / "sub").mkdir(parents=True)
+    (root / "sub" / "one.md").write_text("# One\n\nalpha\n", encoding="utf-8")
+    os.mkfifo(root / "sub" / ".gitignore")
+    os.mkfifo(root / ".markindexignore")
+    argv = [sys.executable, "-m", "markindex_core", "index", str(root), "--json"]
+    argv += ["--db", str(tmp_path / "index.db")]
+    done = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["added"] == ["sub/one.md"]
+    warned = {w["path"]: w["warning"] for w in report["warnings"]}
+    assert "not a regular file" in warned["sub/.gitignore"], warned
+    assert "not a regular file" in warned[".markindexignore"], warned
