@@ -39,6 +39,7 @@ from markindex_core.store.files import (
     remove_db_files,
 )
 from markindex_core.store.rows import DocumentRow, LinkRow, NodeRow, named_rows
+from markindex_core.text.safe import utf8_encodable
 from markindex_core.text.segment import FTS_TOKENCHARS
 
 _TOKENIZE = f"unicode61 remove_diacritics 0 tokenchars '{FTS_TOKENCHARS}'"
@@ -345,7 +346,7 @@ class Store:
             return list(self.conn.execute(select))
         rows: list[tuple[Any, ...]] = []
         for prefix in prefixes:
-            if not prefix.isascii() and not _utf8(prefix):
+            if not prefix.isascii() and not utf8_encodable(prefix):
                 continue  # a name no stored path can have (its display form is stored instead)
             folder = prefix + "/"
             rows.extend(
@@ -723,15 +724,6 @@ def _passage_contexts(doc: ParsedDocument) -> list[str]:
         own = doc.section_terms[index_of[s.node_id]][0]
         context.append(f"{context[parent]} {own}" if parent is not None else own)
     return context
-
-
-def _utf8(text: str) -> bool:
-    """Whether `text` can be stored: file names may carry lone surrogates (invalid bytes)."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 _NODE_SELECT = (

@@ -59,3 +59,13 @@ def json_controls_escaped(json_text: str) -> str:
 def is_printable(text: str, *, multiline: bool = False) -> bool:
     """True when `printable` would leave `text` unchanged (no control character in it)."""
     return printable(text, multiline=multiline) == text
+
+
+def utf8_encodable(text: str) -> bool:
+    """Whether `text` can be stored or sent as UTF-8: names and arguments may carry lone
+    surrogates (a file name's invalid bytes, a Python caller's string)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True

@@ -13,6 +13,7 @@ from typing import Any
 
 from markindex_core.config import MAX_STRING_ARG, TOOL_ECHO_CHARS
 from markindex_core.errors import MarkindexError
+from markindex_core.text.safe import utf8_encodable
 
 
 class BadInput(MarkindexError):
@@ -68,14 +69,6 @@ def _describe(value: Any) -> str:
     return type(value).__name__
 
 
-def _encodable(value: str) -> bool:
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
 def _check_string(schema: dict[str, Any], value: str, where: str) -> None:
     limit = min(int(schema.get("maxLength", MAX_STRING_ARG)), MAX_STRING_ARG)
     if len(value) > limit:
@@ -86,7 +79,7 @@ def _check_string(schema: dict[str, Any], value: str, where: str) -> None:
         )
     if len(value) < int(schema.get("minLength", 0)):
         raise BadInput(f"`{where}` must not be empty", where)
-    if not value.isascii() and not _encodable(value):
+    if not value.isascii() and not utf8_encodable(value):
         raise BadInput(  # JSON over stdio can't carry them; a Python caller can pass them
             f"`{where}` holds lone surrogates (\\ud800-\\udfff), which are not text", where
         )
