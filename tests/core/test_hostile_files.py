@@ -381,9 +381,12 @@ def test_no_parse_worker_outlives_a_run(tmp_path: Path) -> None:
     others: set[str] = set()
     end = time.monotonic() + 120
     while proc.poll() is None and time.monotonic() < end:
-        workers = _workers_of(proc.pid)
+        # Each child's command line read once: a child that execs between two reads would
+        # otherwise be seen as a non-worker showing the worker's command line.
+        lines = {c: _cmdline(c) for c in _children(proc.pid)}
+        workers = {c for c, line in lines.items() if "serve_fd" in line}
         seen |= workers
-        others |= {_cmdline(c) for c in set(_children(proc.pid)) - workers}
+        others |= {line for c, line in lines.items() if c not in workers}
         time.sleep(0.01)
     proc.communicate(timeout=120)
     assert proc.returncode == 0
