@@ -59,7 +59,8 @@ SEARCH_MAX_LIMIT = 50
 
 # Agent tools.
 READ_STRUCTURE_FIRST_TOKENS = 15_000
-RESPONSE_CHAR_BUDGET = 95_000
+RESPONSE_CHAR_BUDGET = 94_000  # the spec says under 95 000: room for a `warning` (below)
+WARNING_CHARS = 600  # a live index's warning in a tool envelope is cut to this
 MAX_STRING_ARG = 1024
 MAX_NODE_IDS = 20
 

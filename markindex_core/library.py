@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import os
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -87,6 +88,9 @@ class Library:
         self._readers: list[_Reader] = []
         self._readers_lock = threading.Lock()
         self._build_pending = threading.Event()
+        # Set by a live index (the daemon) in this process: why its index is not current now,
+        # or None. Tool envelopes carry it, so an agent never reads a stale index unwarned.
+        self.live_warning: Callable[[], str | None] | None = None
 
     # ----- writing ----------------------------------------------------------------------------
     def ensure_db_dir(self) -> None:
@@ -115,6 +119,10 @@ class Library:
     @property
     def build_pending(self) -> bool:
         return self._build_pending.is_set()
+
+    def freshness_warning(self) -> str | None:
+        """Why the live index of this process is not keeping up with the folder, if it is not."""
+        return self.live_warning() if self.live_warning is not None else None
 
     def index(
         self,

@@ -80,6 +80,7 @@ from markindex_core.serve.watch import (
 )
 from markindex_core.store.db import Store
 from markindex_core.store.lock import WriterLock
+from markindex_core.tools.page import iso
 
 __all__ = ["Daemon", "DaemonStopped", "read_status", "run_daemon"]
 
@@ -277,6 +278,29 @@ class Daemon:
         """A consistent copy of the live status (safe to read from any thread)."""
         with self._status_lock:
             return copy.deepcopy(self._status)
+
+    def freshness_warning(self) -> str | None:
+        """Why the index may not show the folder as it is now, for tool envelopes; None while it
+        keeps up (a reconcile after a file event is keeping up, and another writer does it too)."""
+        with self._status_lock:
+            state, reason, hint = (
+                self._status["state"],
+                self._status["reason"],
+                self._status["hint"],
+            )
+            done_at, reconciles = self._status["last_reconcile_at"], self._status["reconciles"]
+        since = (
+            f"; answers may miss changes made since {iso(done_at)}"
+            if done_at
+            else "; answers may miss changes made before or since it started"
+        )
+        if state in ("retrying", "recovering"):
+            return f"the live index is not updating: {reason} ({hint}){since}"
+        if state.startswith("stop"):
+            return f"the live index has stopped updating{since}"
+        if not reconciles and state in ("starting", "reconciling"):
+            return "the live index is catching up with the folder after its start" + since
+        return None
 
     def _set(self, **values: Any) -> None:
         with self._status_lock:
@@ -824,6 +848,7 @@ def run_daemon(
     daemon = Daemon(
         lib, ignore=ignore, setext=setext, poll=poll, quiet_ms=quiet_ms, after_write=after_write
     )
+    lib.live_warning = daemon.freshness_warning  # tool envelopes say when answers may be stale
 
     async def live() -> None:
         # The MCP server logs a failed background job and serves on; the daemon's own

@@ -22,6 +22,10 @@ class IndexAccess(Protocol):
         """A build was scheduled in this process and has not started writing yet."""
         ...
 
+    def freshness_warning(self) -> str | None:
+        """Why a live index in this process is not current (it retries, catches up), or None."""
+        ...
+
     @property
     def store(self) -> Store:
         """A read-only connection for the calling thread."""

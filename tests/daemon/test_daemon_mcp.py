@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import threading
 import time
@@ -13,6 +14,7 @@ import anyio
 import pytest
 from mcp import Client, StdioServerParameters
 
+from markindex_core.library import Library
 from markindex_core.serve.status import read_status_file
 
 from .helpers import wait_for
@@ -58,6 +60,8 @@ async def test_tool_calls_answer_while_the_daemon_indexes(tmp_path: Path) -> Non
             latencies.append(time.perf_counter() - t0)
             if result.is_error:
                 errors.append(result.content[0].text[:300])  # type: ignore[union-attr]
+            elif "warning" in _payload(result):  # keeping up with churn is not being stale
+                errors.append(_payload(result)["warning"])
         worker.join()
         marker = root / "notes" / "fresh-after-churn.md"
         marker.write_text("# Zymurgy\n\nThe zymurgy handbook.\n", encoding="utf-8")
@@ -111,3 +115,51 @@ async def test_mcp_watch_keeps_the_index_live(tmp_path: Path) -> None:
             if not found:
                 await anyio.sleep(0.1)
         assert found
+
+
+def _chattr(path: Path, flag: str) -> bool:
+    return subprocess.run(["chattr", flag, str(path)], capture_output=True).returncode == 0
+
+
+@pytest.mark.timeout(90)
+async def test_tool_envelopes_warn_while_the_live_index_cannot_write(tmp_path: Path) -> None:
+    """An agent must not read a stale index unwarned: while the daemon cannot write (here an
+    immutable index file, which even root cannot write), every envelope says so and since when;
+    once it writes again, the warning is gone."""
+    root = tmp_path / "lib"
+    root.mkdir()
+    (root / "a.md").write_text("# Alpha\n\nriver stones\n", encoding="utf-8")
+    db = tmp_path / "idx" / "index.db"
+    Library(root, db).index()
+    (root / "b.md").write_text("# Beta\n\nquartzite glacier\n", encoding="utf-8")
+    if not _chattr(db, "+i"):
+        pytest.skip("chattr +i is not available here")
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "markindex_core", "daemon", str(root), "--db", str(db)],
+    )
+    try:
+        async with Client(params, read_timeout_seconds=30) as client:
+
+            async def envelope(query: str) -> dict[str, Any]:
+                return _payload(await client.call_tool("search_documents", {"query": query}))
+
+            deadline = time.monotonic() + 20
+            while "not updating" not in (warned := await envelope("river")).get("warning", ""):
+                assert time.monotonic() < deadline, warned
+                await anyio.sleep(0.1)
+            assert warned["success"] and "read-only" in warned["warning"]
+            assert "answers may miss changes" in warned["warning"]
+            bad = _payload(await client.call_tool("get_document", {"doc_path": "nope.md"}))
+            assert not bad["success"] and "not updating" in bad["warning"]
+
+            _chattr(db, "-i")
+            deadline = time.monotonic() + 30
+            while (
+                "warning" in (fresh := await envelope("quartzite")) or not fresh["data"]["results"]
+            ):
+                assert time.monotonic() < deadline, fresh
+                await anyio.sleep(0.1)
+            assert fresh["data"]["results"][0]["doc_path"] == "b.md"
+    finally:
+        _chattr(db, "-i")
