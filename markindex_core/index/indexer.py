@@ -10,7 +10,7 @@ Parsing runs in child processes owned by one `WorkerPool` per run (see workers.p
 and reaped before `run` returns or raises. Workers are fresh interpreters, not forks, so
 starting them is safe in a process that runs other threads (the daemon, a terminal app).
 
-Files are never trusted to stay what the scan saw: see workers.read_regular. A skipped file is
+Files are never trusted to stay what the scan saw: see reading.read_regular. A skipped file is
 tried again on every run, since what made it unreadable (permissions) can change without
 changing its size or mtime.
 """
@@ -41,6 +41,7 @@ from markindex_core.config import (
 )
 from markindex_core.errors import LibraryUnreadable
 from markindex_core.index.document import content_hash
+from markindex_core.index.reading import Unreadable, read_regular
 from markindex_core.index.scan import (
     FileStat,
     IgnoreRules,
@@ -52,12 +53,10 @@ from markindex_core.index.scan import (
 from markindex_core.index.workers import (
     Job,
     Result,
-    Unreadable,
     Vanished,
     WorkerPool,
     WorkersUnavailable,
     load,
-    read_regular,
 )
 from markindex_core.index.writer import RunWriter
 from markindex_core.model import ParsedDocument, SkippedFile

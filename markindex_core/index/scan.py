@@ -11,10 +11,8 @@ a long name that does not match, so the translation is rewritten (see `_linear_r
 
 from __future__ import annotations
 
-import errno
 import os
 import re
-import stat
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Protocol
@@ -29,6 +27,7 @@ from markindex_core.config import (
     MAX_IGNORE_FILE_BYTES,
 )
 from markindex_core.errors import InvalidArgument
+from markindex_core.index.reading import Unreadable, open_regular, read_at_most
 
 
 @dataclass(frozen=True)
@@ -205,25 +204,16 @@ class IgnoreRules:
 
 
 def _read_rules_file(path: Path) -> str | None:
-    """An ignore file's text: '' when there is none, None when it is not a regular file. Opened
-    without blocking or following links: a FIFO named `.gitignore` must not hang a run."""
-    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    """An ignore file's text (its first MAX_IGNORE_FILE_BYTES): '' when there is none, None when
+    it is not a regular file. A FIFO named `.gitignore` must not hang a run (see `reading`)."""
     try:
-        fd = os.open(path, flags)
-    except OSError as exc:
-        return None if exc.errno == errno.ELOOP else ""  # a symlink is not followed
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        chunks, size = [], 0
-        while size < MAX_IGNORE_FILE_BYTES and (chunk := os.read(fd, 1 << 16)):
-            chunks.append(chunk)
-            size += len(chunk)
-        return b"".join(chunks)[:MAX_IGNORE_FILE_BYTES].decode("utf-8", errors="replace")
+        with open_regular(str(path)) as (fd, _):
+            data = read_at_most(fd, MAX_IGNORE_FILE_BYTES)
+    except Unreadable:
+        return None
     except OSError:
         return ""
-    finally:
-        os.close(fd)
+    return data.decode("utf-8", errors="replace")
 
 
 def is_markdown(name: str) -> bool:

@@ -15,13 +15,11 @@ or is abandoned (the consumer stops iterating), every worker is stopped and reap
 from __future__ import annotations
 
 import ctypes
-import errno
 import hashlib
 import os
 import pickle
 import signal
 import socket
-import stat
 import struct
 import subprocess
 import sys
@@ -33,7 +31,6 @@ from multiprocessing.connection import wait
 from pathlib import Path
 
 from markindex_core.config import (
-    MAX_FILE_BYTES,
     WORKER_DEPTH,
     WORKER_NICE,
     WORKER_START_S,
@@ -41,9 +38,9 @@ from markindex_core.config import (
     TreeParams,
 )
 from markindex_core.index.document import build_document
+from markindex_core.index.reading import Unreadable, read_regular
 from markindex_core.model import ParsedDocument, Passage, Section, SkippedFile
 
-_OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 _PR_SET_PDEATHSIG = 1
 _HEADER = struct.Struct("!Q")  # each message: its length, then a pickle
 
@@ -85,10 +82,6 @@ class _Ready:
     code_token: str
 
 
-class Unreadable(Exception):
-    """The path is not a regular file markindex may read; the message is the reason."""
-
-
 @dataclass(frozen=True)
 class Job:
     root: str
@@ -103,48 +96,6 @@ class Vanished:
 
 
 Result = ParsedDocument | SkippedFile | Vanished
-
-
-def _too_large(size: int) -> str:
-    return f"file too large ({size / 1e6:.1f} MB > {MAX_FILE_BYTES / 1e6:.0f} MB)"
-
-
-def read_regular(path: str) -> tuple[bytes, os.stat_result]:
-    """Read a regular file without following a symlink, blocking on a FIFO or reading unbounded.
-
-    Raises Unreadable for anything that is not a regular file within the size limit, and OSError
-    (FileNotFoundError when it is gone) when it cannot be opened.
-    """
-    try:
-        fd = os.open(path, _OPEN_FLAGS)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise Unreadable("is a symbolic link (links are never followed)") from None
-        raise
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise Unreadable("not a regular file (a FIFO, socket or device)")
-        if st.st_size > MAX_FILE_BYTES:
-            raise Unreadable(_too_large(st.st_size))
-        data = _read_at_most(fd, MAX_FILE_BYTES + 1)
-    finally:
-        os.close(fd)
-    if len(data) > MAX_FILE_BYTES:
-        raise Unreadable(_too_large(len(data)))
-    return data, st
-
-
-def _read_at_most(fd: int, limit: int) -> bytes:
-    chunks: list[bytes] = []
-    total = 0
-    while total < limit:
-        chunk = os.read(fd, min(limit - total, 1 << 20))
-        if not chunk:
-            break
-        chunks.append(chunk)
-        total += len(chunk)
-    return b"".join(chunks)
 
 
 def load(job: Job) -> Result:
