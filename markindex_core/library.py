@@ -17,7 +17,12 @@ from markindex_core.config import (
     RETRIEVE_MAX_STEPS,
     SEARCH_DEFAULT_LIMIT,
 )
-from markindex_core.errors import InvalidArgument, LibraryNotFound, ReadOnlyLibrary
+from markindex_core.errors import (
+    InvalidArgument,
+    LibraryNotFound,
+    MarkindexError,
+    ReadOnlyLibrary,
+)
 from markindex_core.search.searcher import Searcher, SearchResult
 from markindex_core.store.db import Store
 from markindex_core.store.files import file_id, os_error, remove_db_files, write_error
@@ -132,15 +137,72 @@ class Library:
         progress: Progress | None = None,
         workers: int | None = None,
         after_write: AfterWrite | None = None,
+        rebuild: bool = False,
     ) -> IndexReport:
         """Bring the index in line with the folder (incremental). Fails fast if another writer runs.
 
         `after_write` runs once the documents are written, under the same lock: e.g.
-        `markindex_core.llm.summaries.Summarizer(SummarySettings("openai:gpt-4o-mini"))`."""
+        `markindex_core.llm.summaries.Summarizer(SummarySettings("openai:gpt-4o-mini"))`.
+        `rebuild` builds a new index from the folder alone and swaps it in whole: the way out of a
+        damaged index (see `store.integrity`), which it never needs to read."""
         try:
+            if rebuild:
+                return self._rebuild(ignore, setext, progress, workers, after_write)
             return self._index(ignore, setext, progress, workers, after_write)
         finally:
             self._build_pending.clear()
+
+    def _remembered_setext(self) -> bool | None:
+        """The setext choice the old index remembers, when it can still be read."""
+        try:
+            store = Store(self.db_path, readonly=True)
+        except MarkindexError:
+            return None
+        try:
+            stored = store.get_meta("setext")
+        except apsw.Error:
+            return None
+        finally:
+            store.close()
+        return None if stored is None else stored != "0"
+
+    def _rebuild(
+        self,
+        ignore: list[str] | None,
+        setext: bool | None,
+        progress: Progress | None,
+        workers: int | None,
+        after_write: AfterWrite | None,
+    ) -> IndexReport:
+        from markindex_core.index.indexer import Indexer
+        from markindex_core.store.lock import WriterLock
+        from markindex_core.store.rebuild import build_afresh
+
+        self.ensure_db_dir()
+        lock = WriterLock(self.db_path)
+        try:
+            lock.acquire()
+        except OSError as exc:  # the lock file: disk full, read-only folder
+            raise os_error(exc, self.db_path) from None
+        try:
+            with build_afresh(self.db_path) as (store, cache_note):
+                indexer = Indexer(
+                    self.root,
+                    store,
+                    ignore=ignore,
+                    setext=setext if setext is not None else self._remembered_setext(),
+                    workers=workers,
+                    after_write=after_write,
+                )
+                report = indexer.run(progress)
+            report.full_rebuild = "asked for (--rebuild)"
+            if cache_note:
+                report.warnings.append(("", cache_note))
+            return report
+        except (apsw.Error, OSError) as exc:
+            raise write_error(exc, self.db_path, 0) from None
+        finally:
+            lock.release()
 
     def _index(
         self,

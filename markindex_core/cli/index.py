@@ -38,6 +38,13 @@ def register(sub: Subparsers) -> None:
     add_indexing_options(p)
     add_summary_options(p)
     p.add_argument(
+        "--rebuild",
+        action="store_true",
+        help="build a new index from the folder alone and swap it in whole (for a damaged "
+        "index, see `markindex check`); readers keep the old one until then, and cached "
+        "summaries are kept when the old file still gives them up",
+    )
+    p.add_argument(
         "--estimate",
         action="store_true",
         help="with --summary-model: index, then print the requests, estimated tokens and cost "
@@ -116,7 +123,9 @@ def cmd_index(args: argparse.Namespace) -> int:
     lib = open_library(args)
     hook = summarizer_from_args(args, estimate=args.estimate)
     if args.json:
-        report = lib.index(ignore=args.ignore, setext=args.setext, after_write=hook)
+        report = lib.index(
+            ignore=args.ignore, setext=args.setext, after_write=hook, rebuild=args.rebuild
+        )
         if hook is not None and hook.estimate_only:
             assert hook.last is not None and hook.last.estimate is not None
             emit_json(hook.last.estimate.to_json())
@@ -149,13 +158,18 @@ def cmd_index(args: argparse.Namespace) -> int:
             )
 
         report = lib.index(
-            ignore=args.ignore, setext=args.setext, progress=progress, after_write=hook
+            ignore=args.ignore,
+            setext=args.setext,
+            progress=progress,
+            after_write=hook,
+            rebuild=args.rebuild,
         )
     out = console()
     if report.full_rebuild:
         out.print(f"full rebuild: {printable(report.full_rebuild)}", markup=False)
     for path, warning in report.warnings:
-        err.print(f"warning {printable(path)}: {printable(warning)}", markup=False, highlight=False)
+        where = f" {printable(path)}" if path else ""
+        err.print(f"warning{where}: {printable(warning)}", markup=False, highlight=False)
     for path, reason in report.skipped:
         err.print(f"skipped {printable(path)}: {printable(reason)}", markup=False, highlight=False)
     for path, error in report.errors:

@@ -10,13 +10,23 @@ from collections.abc import Callable, Sequence
 
 import apsw
 
-from markindex_core.cli import daemon, evaluate, index, links, mcp, retrieve, search, tui
+from markindex_core.cli import (
+    check,
+    daemon,
+    evaluate,
+    index,
+    links,
+    mcp,
+    retrieve,
+    search,
+    tui,
+)
 from markindex_core.errors import MarkindexError
 
 EPILOG = "Every command takes --db FILE (default ROOT/.markindex/index.db) and --json."
 
 # Each module registers its sub-commands; heavy imports (mcp, textual, watchdog) wait until one runs.
-COMMAND_MODULES = (index, search, links, retrieve, evaluate, mcp, daemon, tui)
+COMMAND_MODULES = (index, search, links, retrieve, evaluate, mcp, daemon, check, tui)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -61,9 +71,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except apsw.Error as exc:  # found while reading: opening checks only what it reads
         damaged = isinstance(exc, (apsw.CorruptError, apsw.NotADBError))
         message = f"the index is {'damaged' if damaged else 'unusable'}: {exc}"
-        hint = (
-            "delete the index file (and its -wal and -shm files), then run `markindex index ROOT`"
-        )
+        hint = "rebuild it from the library: `markindex index ROOT --rebuild` (with the same --db)"
         _error(message, hint, getattr(args, "json", False), "INDEX_UNUSABLE")
         return 1
 

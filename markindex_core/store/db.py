@@ -37,6 +37,7 @@ from markindex_core.store.files import (
     os_error,
     read_only_file,
     remove_db_files,
+    sqlite_header,
 )
 from markindex_core.store.rows import DocumentRow, LinkRow, NodeRow, named_rows
 from markindex_core.text.safe import utf8_encodable
@@ -258,6 +259,30 @@ def _check_ours(conn: apsw.Connection, db_path: Path) -> None:
             f"{db_path} is a database of another program (tables: {shown}), not a markindex index",
             "pass --db with a new file name: markindex never changes a database it did not create",
         )
+
+
+def check_replaceable(db_path: Path) -> None:
+    """Refuse to replace a file that is not a markindex index (`index --rebuild` with a wrong
+    --db): only a missing, empty, markindex or damaged-beyond-telling file may be replaced."""
+    try:
+        size = db_path.stat().st_size
+    except FileNotFoundError:
+        return
+    if size and not sqlite_header(db_path):
+        raise IndexUnusable(
+            f"{db_path} is not an index (not an SQLite database at all)",
+            "pass --db with the path of an index: markindex never replaces a file it did not make",
+        )
+    try:
+        conn = apsw.Connection(str(db_path), flags=apsw.SQLITE_OPEN_READONLY)
+    except apsw.Error:
+        return  # damaged beyond opening: nothing left to tell it by
+    try:
+        _check_ours(conn, db_path)
+    except apsw.Error:
+        return  # its schema cannot be read: damaged
+    finally:
+        conn.close()
 
 
 def _migrate(conn: apsw.Connection) -> None:

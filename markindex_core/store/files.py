@@ -169,7 +169,7 @@ def open_error(exc: apsw.Error, path: Path, *, readonly: bool, errno_: int = 0) 
                 f"the index {path} was left half-written by a writer that stopped",
                 "run `markindex index ROOT` once: the next writer rolls it back and goes on",
             )
-    if isinstance(exc, apsw.NotADBError) and not _sqlite_header(path):
+    if isinstance(exc, apsw.NotADBError) and not sqlite_header(path):
         return IndexUnusable(
             f"{path} is not an index (not an SQLite database at all)",
             "pass --db with the path of an index, or a new file name to create one there",
@@ -177,14 +177,14 @@ def open_error(exc: apsw.Error, path: Path, *, readonly: bool, errno_: int = 0) 
     if isinstance(exc, (apsw.CorruptError, apsw.NotADBError)):
         return IndexUnusable(
             f"the index {path} is damaged or not a markindex index: {exc}",
-            "delete it (with its -wal and -shm files) and run `markindex index ROOT` to rebuild",
+            "rebuild it from the library: `markindex index ROOT --rebuild` (with the same --db)",
         )
     return MarkindexError(
         f"cannot use the index {path}: {exc}", "check the file, its folder and the disk"
     )
 
 
-def _sqlite_header(path: Path) -> bool:
+def sqlite_header(path: Path) -> bool:
     """Whether the file starts like an SQLite database (then it is damaged, not some other file)."""
     try:
         with path.open("rb") as f:

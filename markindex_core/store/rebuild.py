@@ -1,6 +1,6 @@
 """Full rebuilds beside the live index: readers keep the old index until the new one is whole.
 
-A format change or a `--setext` toggle rebuilds every document. Clearing the live index first would
+A format change, a `--setext` toggle or `index --rebuild` rebuilds every document. Clearing the live index first would
 show readers an empty or half-built library for as long as the build runs; instead the writer builds
 into `index.db.rebuild` in the same folder and swaps it in with one `os.replace`. Readers notice the
 new file by its inode (see `files.file_id`) and reopen.
@@ -18,10 +18,12 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import apsw
 
-from markindex_core.store.db import Store, connect
+from markindex_core.errors import MarkindexError
+from markindex_core.store.db import Store, check_replaceable, connect
 from markindex_core.store.files import fsync_dir, rebuild_path, remove_db_files
 from markindex_core.store.summaries import copy_cache
 
@@ -65,3 +67,46 @@ def _swap(store: Store, old_conn: apsw.Connection) -> None:
     os.replace(fresh, live)
     fsync_dir(live.parent)
     store.conn = connect(live)
+
+
+@contextmanager
+def build_afresh(live: Path) -> Iterator[tuple[Store, str | None]]:
+    """A new, empty index beside `live` to build into, swapped in whole when the block ends, and
+    why cached summaries were not kept (None when they were, or there were none).
+
+    For `index --rebuild`: the old file may be damaged, so it is never written and never needed;
+    it is only read, if it can be, for its summary cache. Readers keep it until the swap.
+    """
+    check_replaceable(live)
+    fresh = rebuild_path(live)
+    remove_db_files(fresh)  # left by a crashed rebuild
+    store = Store(fresh)
+    try:
+        yield store, _salvage_cache(live, store.conn)
+    except BaseException:
+        store.close()
+        remove_db_files(fresh)
+        raise
+    store.conn.pragma("wal_checkpoint(TRUNCATE)")
+    store.close()  # the only connection: SQLite folds and deletes fresh's -wal and -shm
+    remove_db_files(fresh, main=False)
+    remove_db_files(live, main=False)  # the old file's side files must not meet the new file
+    os.replace(fresh, live)
+    fsync_dir(live.parent)
+
+
+def _salvage_cache(live: Path, target: apsw.Connection) -> str | None:
+    """Copy the old file's summary cache; why it could not be (a damaged file), or None."""
+    if not live.exists():
+        return None
+    try:
+        old = connect(live, readonly=True)
+    except MarkindexError as exc:
+        return f"cached summaries not kept: the old index cannot be read ({exc.message})"
+    try:
+        copy_cache(old, target)
+    except apsw.Error as exc:
+        return f"cached summaries not kept: the old index cannot be read ({exc})"
+    finally:
+        old.close()
+    return None

@@ -175,28 +175,25 @@ def check_store_consistent(db: Path) -> int:
 
 def check_documents_whole(store: Store) -> int:
     """Every document has nodes tiling its lines, all its lines, and nothing is orphaned."""
-    if True:
-        paths = store.document_paths()
-        for path in paths:
-            d = store.document(path)
-            assert d is not None
-            nodes = store.nodes(d["id"])
-            expected = 1
-            for n in nodes:
-                assert n["start_line"] == expected, (path, n)
-                expected = n["end_line"] + 1
-            assert expected == d["line_count"] + 1, path
-            assert len(store.read_lines(d["id"], 1, d["line_count"])) == d["line_count"]
-        orphans = (
-            store.scalar(
-                "SELECT count(*) FROM nodes WHERE doc_id NOT IN (SELECT id FROM documents)"
-            )
-            + store.scalar(
-                "SELECT count(*) FROM passages WHERE doc_id NOT IN (SELECT id FROM documents)"
-            )
-            + store.scalar(
-                "SELECT count(*) FROM line_blocks WHERE doc_id NOT IN (SELECT id FROM documents)"
-            )
+    paths = store.document_paths()
+    for path in paths:
+        d = store.document(path)
+        assert d is not None
+        nodes = store.nodes(d["id"])
+        expected = 1
+        for n in nodes:
+            assert n["start_line"] == expected, (path, n)
+            expected = n["end_line"] + 1
+        assert expected == d["line_count"] + 1, path
+        assert len(store.read_lines(d["id"], 1, d["line_count"])) == d["line_count"]
+    orphans = (
+        store.scalar("SELECT count(*) FROM nodes WHERE doc_id NOT IN (SELECT id FROM documents)")
+        + store.scalar(
+            "SELECT count(*) FROM passages WHERE doc_id NOT IN (SELECT id FROM documents)"
         )
-        assert orphans == 0
-        return len(paths)
+        + store.scalar(
+            "SELECT count(*) FROM line_blocks WHERE doc_id NOT IN (SELECT id FROM documents)"
+        )
+    )
+    assert orphans == 0
+    return len(paths)

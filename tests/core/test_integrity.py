@@ -1,0 +1,144 @@
+"""`markindex check` finds damage a normal run never reads; `index --rebuild` is the way out.
+
+The damage is real: pages of the passage search index are overwritten on disk, found with SQLite's
+own `dbstat` table, as a bad sector or a copy cut short would leave them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import apsw
+import pytest
+
+from markindex_core.cli.main import main
+from markindex_core.library import Library
+from markindex_core.store.db import SUMMARY_CACHE_TABLE, Store
+
+from .helpers import check_store_consistent, make_library, write
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture
+def indexed(tmp_path: Path) -> tuple[Path, Path]:
+    root = make_library(tmp_path / "lib", 40)
+    for i in range(40):  # enough distinct words for a search index of many pages
+        write(root, f"extra/w{i}.md", f"# W{i}\n\n" + " ".join(f"t{i}x{j}" for j in range(800)))
+    db = tmp_path / "db" / "index.db"
+    Library(root, db).index()
+    return root, db
+
+
+def _damage_search_index(db: Path) -> None:
+    """Overwrite the leaf pages of the passage search index's data (not the file header)."""
+    conn = apsw.Connection(str(db))
+    conn.pragma("wal_checkpoint(TRUNCATE)")
+    page_size = int(conn.pragma("page_size"))
+    leaves = [
+        int(r[0])
+        for r in conn.execute(
+            "SELECT pageno FROM dbstat WHERE name = 'passage_fts_data' AND pagetype = 'leaf'"
+        )
+    ]
+    conn.close()
+    assert len(leaves) > 4, leaves
+    with db.open("r+b") as f:
+        for page in leaves[len(leaves) // 2 :]:
+            f.seek((page - 1) * page_size + 100)  # keep the page header's first bytes plausible
+            f.write(os.urandom(page_size - 200))
+
+
+def test_check_finds_damage_an_update_never_reads_and_rebuild_mends_it(
+    indexed: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    root, db = indexed
+    code, out, _ = run(capsys, "check", str(root), "--db", str(db))
+    assert code == 0 and "whole" in out
+
+    _damage_search_index(db)
+    # An update reads only what it needs: the damage goes unseen there, which is why check exists.
+    code, out, _ = run(capsys, "index", str(root), "--db", str(db), "--json")
+    assert code == 0 and json.loads(out)["unchanged"] == 80
+
+    code, out, _ = run(capsys, "check", str(root), "--db", str(db), "--json")
+    report = json.loads(out)
+    assert code == 1 and not report["ok"] and report["problems"], report
+    code, _, err = run(capsys, "check", str(root), "--db", str(db))
+    assert code == 1 and "damaged" in err and "--rebuild" in err
+
+    code, out, err = run(capsys, "index", str(root), "--db", str(db), "--rebuild")
+    assert code == 0, err
+    assert "full rebuild: asked for (--rebuild)" in out and "added 80" in out
+    code, out, _ = run(capsys, "check", str(root), "--db", str(db))
+    assert code == 0 and "whole" in out
+    assert check_store_consistent(db) == 80
+    lib = Library(root, db)
+    assert [h.doc_path for h in lib.search("t7x500").hits] == ["extra/w7.md"]
+    lib.close()
+
+
+def test_rebuild_keeps_cached_summaries_and_the_setext_choice(
+    indexed: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    root, db = indexed
+    write(root, "setext.md", "Title\n=====\n\nbody text\n")
+    assert run(capsys, "index", str(root), "--db", str(db), "--no-setext")[0] == 0
+    store = Store(db)
+    with store.conn:
+        store.conn.execute(
+            f"INSERT INTO {SUMMARY_CACHE_TABLE}(key, model, text, created_at) VALUES(?,?,?,?)",
+            ("k1", "test:model", "a paid-for summary", 1.0),
+        )
+    store.close()
+
+    assert run(capsys, "index", str(root), "--db", str(db), "--rebuild")[0] == 0
+    store = Store(db, readonly=True)
+    try:
+        assert store.scalar(f"SELECT text FROM {SUMMARY_CACHE_TABLE} WHERE key='k1'") == (
+            "a paid-for summary"
+        )
+        assert store.get_meta("setext") == "0"
+    finally:
+        store.close()
+
+
+def test_rebuild_never_replaces_a_file_it_did_not_make(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = make_library(tmp_path / "lib", 3)
+    foreign = tmp_path / "app.db"
+    conn = apsw.Connection(str(foreign))
+    conn.execute("CREATE TABLE customers(id INTEGER PRIMARY KEY, name TEXT)")
+    conn.close()
+    text = tmp_path / "notes.txt"
+    text.write_text("not a database at all\n", encoding="utf-8")
+    for path in (foreign, text):
+        before = path.read_bytes()
+        code, _, err = run(capsys, "index", str(root), "--db", str(path), "--rebuild")
+        assert code == 1 and "not" in err and "index" in err, err
+        assert "Traceback" not in err
+        assert path.read_bytes() == before
+        assert not path.with_name(path.name + ".rebuild").exists()
+
+
+def test_rebuild_fails_fast_while_another_process_writes(
+    indexed: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    from markindex_core.store.lock import WriterLock
+
+    root, db = indexed
+    lock = WriterLock(db)
+    lock.acquire()
+    try:
+        code, _, err = run(capsys, "index", str(root), "--db", str(db), "--rebuild")
+    finally:
+        lock.release()
+    assert code == 1 and "Traceback" not in err and err.strip()
+    assert check_store_consistent(db) == 80
