@@ -154,6 +154,8 @@ def _print_daemon(out: Console, st: dict[str, Any]) -> None:
     d = st["daemon"]
     if d and d["alive"]:
         _print_live_daemon(out, d)
+        for other in st.get("other_daemons", []):
+            _print_live_daemon(out, other)
     elif st["writer_locked"]:
         pid = st["writer_pid"]
         out.print(
@@ -166,14 +168,22 @@ def _print_daemon(out: Console, st: dict[str, Any]) -> None:
 
 
 def _print_live_daemon(out: Console, d: dict[str, Any]) -> None:
-    role = "writing" if d["writing"] else "read-only (another process writes)"
-    out.print(
-        f"daemon: pid {d['pid']}, {role}, {d['state']}, {d.get('observer')}, "
-        f"queue {d.get('queue', 0)}, heartbeat {d['heartbeat_age']:.1f} s ago"
-    )
+    state = str(d.get("state"))
+    role = "writing" if d["writing"] else "read-only" if state == "read-only" else "not writing"
+    parts = [f"pid {d['pid']}", role]
+    if state != role:
+        parts.append(_escape(state))
+    if d.get("observer"):
+        parts.append(_escape(str(d["observer"])))
+    parts.append(f"queue {d.get('queue', 0)}")
+    parts.append(f"heartbeat {d['heartbeat_age']:.1f} s ago")
+    out.print("daemon: " + ", ".join(parts))
     if d.get("reason"):
-        out.print(f"  [red]{_escape(d['reason'])}[/]")
-        out.print(f"  [yellow]{_escape(d.get('hint') or '')}[/]")
+        # Waiting for another writer is normal; a failure to write is not.
+        colour = "yellow" if state == "read-only" else "red"
+        out.print(f"  [{colour}]{_escape(d['reason'])}[/]")
+        if d.get("hint"):
+            out.print(f"  [{'dim' if state == 'read-only' else 'yellow'}]{_escape(d['hint'])}[/]")
     if d.get("last_reconcile_at"):
         out.print(f"  last reconcile {_ago(d['last_reconcile_at'])}")
     if d.get("notice"):

@@ -10,8 +10,10 @@ Who owns which thread and connection:
   used and closed only on it, so tool calls never wait for indexing.
 * watchdog's observer threads only mark paths dirty through the `Coalescer` (thread-safe).
 * `status` is shared: every thread updates it through `_set` under `_status_lock`, and readers
-  (the status file, the terminal app) get a copy. The status file is written by the holder of
-  the writer lock, or by this daemon when nobody holds it (recovering, stopped).
+  (the status file, the terminal app) get a copy. The status file beside the index is written by
+  the holder of the writer lock, or by this daemon when nobody holds it (recovering, stopped);
+  every daemon also keeps its own record in its user's runtime folder (`status.runtime_dir`), so
+  one waiting for the lock or unable to write the index folder is still seen alive.
 * Shutdown never blocks the loop: stopping the observer and letting an in-flight reconcile
   commit run on a `markindex-shutdown` thread, bounded by `DAEMON_SHUTDOWN_S`; `wait_stopped`
   joins it.
@@ -68,7 +70,13 @@ from markindex_core.errors import MarkindexError
 from markindex_core.index.indexer import AfterWrite, Indexer, IndexReport
 from markindex_core.index.scan import path_problem
 from markindex_core.library import Library
-from markindex_core.serve.status import read_status, write_status_file, writer_lock_state
+from markindex_core.serve.status import (
+    read_status,
+    remove_daemon_record,
+    write_daemon_record,
+    write_status_file,
+    writer_lock_state,
+)
 from markindex_core.serve.watch import (
     Batch,
     Coalescer,
@@ -246,6 +254,7 @@ class Daemon:
         self._tidied_for: float | None = None
         self._catching_up: asyncio.Future[None] | None = None  # a slice of summaries, if any
         self._published_at = 0.0
+        self._record_failed = False  # the runtime record could not be written (said once)
         self._status_lock = threading.Lock()
         self._status: dict[str, Any] = {
             "pid": os.getpid(),
@@ -325,6 +334,8 @@ class Daemon:
         Safe to pass as an MCP background coroutine or a Textual worker.
         """
         loop = asyncio.get_running_loop()
+        with contextlib.suppress(OSError):
+            remove_daemon_record(self.lib.db_path)  # and those of daemons of this index now gone
         self._coalescer = Coalescer(
             loop,
             quiet_s=self.quiet_s,
@@ -451,17 +462,28 @@ class Daemon:
         assert self._coalescer is not None
         self.lib.ensure_db_dir()
         announced = False
+        holder: int | None = None
         while not self.lock.try_acquire():
-            if not announced:
-                _, pid = writer_lock_state(self.lib.db_path)
-                holder = f" (pid {pid})" if pid else ""
-                log.info("another process%s writes the index: serving read-only", holder)
-                self._set(state="read-only", reason=None, hint=None)
+            _, pid = writer_lock_state(self.lib.db_path)
+            if not announced or pid != holder:
+                holder = pid
+                who = f"pid {pid}" if pid else "another process"
+                if not announced:
+                    log.info("%s writes the index: serving read-only", who)
+                self._set(
+                    state="read-only",
+                    reason=f"waiting for the writer lock held by {who}",
+                    hint="serving reads meanwhile; takes over writing when the lock frees",
+                    busy=False,
+                    progress=None,
+                )
+                self._publish()
                 announced = True
             self._coalescer.discard()  # the takeover reconciles everything anyway
             await asyncio.sleep(DAEMON_LOCK_POLL_S)
         if announced:
             log.info("writer lock acquired: taking over indexing")
+            self._set(state="starting", reason=None, hint=None)
         self._identity.lock = _file_id(self.lock.path)
         self._set(writing=True)
         loop = asyncio.get_running_loop()
@@ -558,7 +580,7 @@ class Daemon:
         except (apsw.Error, OSError) as exc:  # e.g. its file was deleted: it is dropped anyway
             log.debug("closing the old index: %s", exc)
         self.lock.release()
-        self._set(writing=False, busy=False, progress=None)
+        self._set(writing=False, busy=False, progress=None, observer=None, notice="")
         self._abort.clear()
 
     async def _tidy_when_idle(self) -> None:
@@ -645,6 +667,8 @@ class Daemon:
         )
         self._publish()
         self.lock.release()
+        with contextlib.suppress(OSError):
+            remove_daemon_record(self.lib.db_path)
         log.info("stopped")
 
     def wait_stopped(self, timeout: float = DAEMON_SHUTDOWN_S + 5) -> bool:
@@ -802,10 +826,8 @@ class Daemon:
         return not writer_lock_state(self.lib.db_path)[0] and self.lib.db_path.parent.is_dir()
 
     def _publish(self) -> None:
-        """Write the status file, when this daemon owns it."""
+        """Write this daemon's record, and the status file beside the index when it owns it."""
         self._published_at = time.monotonic()
-        if not self._may_publish():
-            return
         with self._status_lock:
             self._status["heartbeat_at"] = round(time.time(), 3)
             if self._coalescer is not None:
@@ -813,10 +835,19 @@ class Daemon:
                 if self._coalescer.last_event_at:
                     self._status["last_event_at"] = self._coalescer.last_event_at
             data = copy.deepcopy(self._status)
+        if self._may_publish():
+            try:
+                write_status_file(self.lib.db_path, data)
+            except OSError as exc:
+                log.debug("cannot write the status file: %s", exc)
         try:
-            write_status_file(self.lib.db_path, data)
+            write_daemon_record(self.lib.db_path, data)
         except OSError as exc:
-            log.debug("cannot write the status file: %s", exc)
+            if not self._record_failed:
+                log.warning("cannot write this daemon's status record: %s", exc)
+            self._record_failed = True
+        else:
+            self._record_failed = False
 
 
 def _release_memory(report: IndexReport) -> None:

@@ -2,14 +2,23 @@
 
 The daemon keeps its live state (heartbeat, queue, errors) in a file rather than in the index:
 a heartbeat written into SQLite every few seconds would look like a data change to every reader.
+
+The file beside the index belongs to the writer (or to a daemon when nobody writes), so a daemon
+that waits for the writer lock, or cannot write the index folder at all, would be invisible there.
+Every daemon therefore also keeps a record of its own in a private folder of its user
+(`runtime_dir`), named after the index and its pid; `read_status` reads both, so such a daemon is
+shown alive with what it waits for, to its own user.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
 import json
 import os
+import stat
+import tempfile
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -35,7 +44,10 @@ def write_status_file(db_path: Path, data: dict[str, Any]) -> None:
     On a full disk a new file can't be written, but the old one's blocks can be: the status is
     then rewritten in place, so the daemon still shows as alive and says why it can't index.
     """
-    path = status_path(db_path)
+    _write_json(status_path(db_path), data)
+
+
+def _write_json(path: Path, data: dict[str, Any]) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     text = json.dumps(data, ensure_ascii=False, indent=1).encode("utf-8")
     # Padded (JSON allows trailing blanks) so an in-place rewrite on a full disk finds room.
@@ -70,11 +82,90 @@ def _rewrite_in_place(path: Path, text: bytes) -> bool:
 
 
 def read_status_file(db_path: Path) -> dict[str, Any] | None:
+    return _read_json(status_path(db_path))
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
     try:
-        data = json.loads(status_path(db_path).read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
+
+
+# ----- per-daemon records in the user's runtime folder ---------------------------------------
+def _runtime_candidates() -> list[Path]:
+    """Where this user's daemon records may live: `$XDG_RUNTIME_DIR/markindex`, then
+    `TMPDIR/markindex-UID` (XDG_RUNTIME_DIR is often unset for services, root and containers)."""
+    out = []
+    xdg = os.environ.get("XDG_RUNTIME_DIR")
+    if xdg and os.path.isabs(xdg):
+        out.append(Path(xdg) / "markindex")
+    out.append(Path(tempfile.gettempdir()) / f"markindex-{os.getuid()}")
+    return out
+
+
+def _private_dir(path: Path, *, create: bool) -> bool:
+    """True when `path` is a real folder of this user that nobody else may write (a shared /tmp
+    must not let another user plant or read records)."""
+    if create:
+        try:
+            path.mkdir(mode=0o700, exist_ok=True)
+        except OSError:
+            return False
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o077
+
+
+def runtime_dir() -> Path | None:
+    """The first usable private folder for this user's daemon records (created when missing),
+    or None when none can be made."""
+    for path in _runtime_candidates():
+        if _private_dir(path, create=True):
+            return path
+    return None
+
+
+def _record_stem(db_path: Path) -> str:
+    return "daemon-" + hashlib.sha256(os.fsencode(str(db_path))).hexdigest()[:16]
+
+
+def write_daemon_record(db_path: Path, data: dict[str, Any]) -> None:
+    """Write this process's record for the index `db_path` (raises OSError when it can't)."""
+    folder = runtime_dir()
+    if folder is None:
+        raise OSError(errno.EACCES, "no private runtime folder for daemon records")
+    _write_json(
+        folder / f"{_record_stem(db_path)}-{os.getpid()}.json", {**data, "db": str(db_path)}
+    )
+
+
+def remove_daemon_record(db_path: Path) -> None:
+    """Remove this process's record, and the records of daemons of this index that are gone."""
+    for path in _runtime_candidates():
+        if not _private_dir(path, create=False):
+            continue
+        for record in path.glob(f"{_record_stem(db_path)}-*.json"):
+            pid = record.stem.rpartition("-")[2]
+            if pid.isdigit() and (int(pid) == os.getpid() or not _pid_alive(int(pid))):
+                with contextlib.suppress(OSError):
+                    record.unlink()
+
+
+def read_daemon_records(db_path: Path) -> list[dict[str, Any]]:
+    """The records of this user's daemons of the index `db_path` (any state, alive or not)."""
+    out = []
+    for path in _runtime_candidates():
+        if not _private_dir(path, create=False):
+            continue
+        for record in sorted(path.glob(f"{_record_stem(db_path)}-*.json")):
+            data = _read_json(record)
+            if data is not None and data.get("db") == str(db_path):
+                out.append(data)
+    return out
 
 
 def _pid_alive(pid: int) -> bool:
@@ -107,8 +198,11 @@ def read_status(lib: Library) -> dict[str, Any]:
         last_index_seconds (float | None): how long that run took.
         writer_locked (bool): some process holds the writer lock right now.
         writer_pid (int | None): that process, when known.
-        daemon (dict | None): the daemon's status file, or None when no daemon ever wrote one:
-            pid (int), state ("starting" | "reconciling" | "watching" | "read-only" |
+        daemon (dict | None): the daemon's status: the file beside the index, or when that one's
+            daemon is not alive, a live daemon's own record (one waiting for the writer lock or
+            unable to write the index folder); None when no daemon ever wrote either:
+            pid (int), state ("starting" | "reconciling" | "watching" |
+            "read-only" (another process holds the writer lock: reason names it) |
             "retrying" (writes fail, see reason) | "recovering" (re-opening after the folder,
             index or lock vanished, or a failure) | "stopping" | "stopped" | "stopped: REASON"),
             reason, hint (str | None: why it is retrying, recovering or stopped, what to do),
@@ -122,6 +216,9 @@ def read_status(lib: Library) -> dict[str, Any]:
             last_reconcile_started_at (float), last_reconcile_seconds (float), reconciles (int),
             last_batch ({paths, added, updated, removed, skipped, full}), error_count (int),
             errors (list[{at, path, error}], most recent last).
+        other_daemons (list[dict]): further live daemons of this index (e.g. a second daemon
+            waiting for the writer lock), same keys as `daemon`. Records in the runtime folder
+            are per user: daemons of other users show only through the file beside the index.
         daemon_writing (bool): a live daemon holds the writer lock.
     """
     db = lib.db_path
@@ -158,23 +255,40 @@ def read_status(lib: Library) -> dict[str, Any]:
     locked, pid = writer_lock_state(db)
     out["writer_locked"] = locked
     out["writer_pid"] = pid
+    now = time.time()
     daemon = read_status_file(db)
     if daemon is not None:
-        now = time.time()
-        beat = _float(daemon.get("heartbeat_at")) or 0.0
-        dpid = daemon.get("pid")
-        alive = (
-            isinstance(dpid, int)
-            and not str(daemon.get("state")).startswith("stopped")
-            and now - beat < STALE_AFTER_S
-            and _pid_alive(dpid)
-        )
-        daemon["alive"] = alive
-        daemon["heartbeat_age"] = round(now - beat, 3) if beat else None
-        daemon["writing"] = bool(alive and daemon.get("writing") and locked)
+        _judge(daemon, now, locked)
+    seen = {daemon.get("pid")} if daemon is not None else set()
+    others: list[dict[str, Any]] = []
+    for record in read_daemon_records(db):
+        _judge(record, now, locked)
+        if record["alive"] and record.get("pid") not in seen:
+            seen.add(record.get("pid"))
+            others.append(record)
+    # The writer first, then the longest running.
+    others.sort(key=lambda d: (not d["writing"], _float(d.get("started_at")) or 0.0))
+    if others and (daemon is None or not daemon["alive"]):
+        daemon = others.pop(0)  # the file beside the index is stale or missing: this one lives
     out["daemon"] = daemon
+    out["other_daemons"] = others
     out["daemon_writing"] = bool(daemon and daemon["writing"])
     return out
+
+
+def _judge(daemon: dict[str, Any], now: float, locked: bool) -> None:
+    """Add the computed keys: alive (process exists, heartbeat fresh), heartbeat_age, writing."""
+    beat = _float(daemon.get("heartbeat_at")) or 0.0
+    dpid = daemon.get("pid")
+    alive = (
+        isinstance(dpid, int)
+        and not str(daemon.get("state")).startswith("stopped")
+        and now - beat < STALE_AFTER_S
+        and _pid_alive(dpid)
+    )
+    daemon["alive"] = alive
+    daemon["heartbeat_age"] = round(now - beat, 3) if beat else None
+    daemon["writing"] = bool(alive and daemon.get("writing") and locked)
 
 
 def _float(value: Any) -> float | None:

@@ -1,0 +1,115 @@
+"""`markindex status` tells the truth about every live daemon of an index, also one that may not
+write: waiting for the writer lock, or unable to write the index folder at all."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from markindex_core.library import Library
+from markindex_core.store.lock import WriterLock
+from tests.unprivileged import AS_NOBODY, CHILD_ENV
+
+from .helpers import DaemonProcess, wait_for
+from .helpers import make_lib as _lib
+
+
+def _status(root: Path, db: Path, *, prefix: list[str] | None = None) -> tuple[dict[str, Any], str]:
+    """`markindex status --json` and the human text, run as the daemon's user."""
+    base = [*(prefix or []), sys.executable, "-m", "markindex_core", "status", str(root)]
+    env = CHILD_ENV if prefix else None
+    runs = [
+        subprocess.run([*base, "--db", str(db), *flag], capture_output=True, text=True, env=env)
+        for flag in (["--json"], [])
+    ]
+    return json.loads(runs[0].stdout), runs[1].stdout
+
+
+def test_a_daemon_waiting_for_the_writer_lock_is_shown_alive(tmp_path: Path) -> None:
+    """Another process (a long `markindex index`) holds the lock: the daemon serves read-only and
+    status says so, with the holder's pid, instead of "no daemon"."""
+    root = _lib(tmp_path, {"a.md": "# A\n\nalpha\n"})
+    db = tmp_path / "idx" / "index.db"
+    Library(root, db).index()
+    other = WriterLock(db)
+    assert other.try_acquire()
+    d = DaemonProcess(root, db)
+    try:
+        wait_for(lambda: "serving read-only" in d.log)
+        st, text = wait_for(lambda: (s := _status(root, db))[0]["daemon"] and s, timeout=10)
+        daemon = st["daemon"]
+        assert daemon["pid"] == d.proc.pid and daemon["alive"] and not daemon["writing"]
+        assert daemon["state"] == "read-only"
+        assert daemon["reason"] == f"waiting for the writer lock held by pid {os.getpid()}"
+        assert st["writer_locked"] and not st["daemon_writing"] and st["other_daemons"] == []
+        assert "no daemon" not in text, text
+        assert f"daemon: pid {d.proc.pid}, read-only" in text, text
+        assert f"waiting for the writer lock held by pid {os.getpid()}" in text, text
+        other.release()
+        d.wait_writing()
+        st, text = _status(root, db)
+        assert st["daemon"]["writing"] and st["daemon"]["reason"] is None
+        assert f"daemon: pid {d.proc.pid}, writing" in text, text
+    finally:
+        other.release()
+        assert d.stop() == 0, d.log
+    st, text = _status(root, db)
+    assert not st["daemon"]["alive"] and st["other_daemons"] == []
+    assert "daemon: not running" in text, text
+
+
+def test_a_second_daemon_is_shown_beside_the_writing_one(tmp_path: Path) -> None:
+    root = _lib(tmp_path, {"a.md": "# A\n\nalpha\n"})
+    db = tmp_path / "idx" / "index.db"
+    first = DaemonProcess(root, db)
+    second: DaemonProcess | None = None
+    try:
+        first.wait_writing()
+        second = DaemonProcess(root, db)
+        wait_for(lambda: "serving read-only" in second.log)
+        st, text = wait_for(lambda: (s := _status(root, db))[0]["other_daemons"] and s, timeout=10)
+        assert st["daemon"]["pid"] == first.proc.pid and st["daemon"]["writing"]
+        [waiting] = st["other_daemons"]
+        assert waiting["pid"] == second.proc.pid and waiting["alive"] and not waiting["writing"]
+        assert waiting["reason"] == f"waiting for the writer lock held by pid {first.proc.pid}"
+        assert f"daemon: pid {first.proc.pid}, writing" in text, text
+        assert f"daemon: pid {second.proc.pid}, read-only" in text, text
+        assert first.stop() == 0, first.log
+        second.wait_writing()
+        st, _ = _status(root, db)
+        assert st["daemon"]["pid"] == second.proc.pid and st["other_daemons"] == []
+    finally:
+        first.stop()
+        if second is not None:
+            assert second.stop() == 0, second.log
+
+
+def test_a_daemon_that_cannot_write_the_index_folder_is_shown_retrying(shared_tmp: Path) -> None:
+    """Run as `nobody` with the index in a folder only root may write: nothing can be written
+    beside the index, yet status (run by the same user) shows the daemon alive and why."""
+    root = _lib(shared_tmp, {"a.md": "# A\n\nalpha\n"})
+    db = shared_tmp / "idx" / "index.db"
+    Library(root, db).index()  # as root: the folder and the index stay root's
+    d = DaemonProcess(root, db, prefix=AS_NOBODY, log_dir=shared_tmp)
+    try:
+        st, text = wait_for(
+            lambda: (s := _status(root, db, prefix=AS_NOBODY))[0]["daemon"] and s, timeout=15
+        )
+        daemon = st["daemon"]
+        assert daemon["pid"] == d.proc.pid and daemon["alive"] and not daemon["writing"]
+        assert daemon["state"] == "retrying" and "read-only" in daemon["reason"]
+        assert "chmod" in daemon["hint"]
+        assert not (db.parent / (db.name + ".daemon.json")).exists()
+        assert "not running" not in text, text
+        assert f"daemon: pid {d.proc.pid}, not writing, retrying" in text, text
+        assert "read-only" in text, text
+        # Writable again: it writes by itself, and says so.
+        for p in (db.parent, db, WriterLock(db).path):
+            os.chmod(p, 0o777)
+        wait_for(lambda: _status(root, db, prefix=AS_NOBODY)[0]["daemon_writing"], timeout=40)
+    finally:
+        assert d.stop() == 0, d.log
