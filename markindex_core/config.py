@@ -165,6 +165,7 @@ DAEMON_ROOT_WAIT_S = 10.0  # a vanished library folder may come back this long, 
 DAEMON_SHUTDOWN_S = 20.0  # at stop, at most this long for an in-flight reconcile to end and commit
 STATUS_FILE_BLOCK = 4096  # the status file is padded to whole blocks (rewritable on a full disk)
 DAEMON_POLL_INTERVAL_S = 2.0  # polling observer interval (--poll, or inotify limits reached)
+DAEMON_OBSERVER_RETRY_S = 60.0  # an observer that stops again this soon is replaced by polling
 DAEMON_FULL_SCAN_PATHS = 2000  # more dirty paths than this: one full reconcile is cheaper
 DAEMON_RACY_S = 2.0  # a file written this close to its indexing is re-hashed on its next event
 DAEMON_RETRY_S = (1.0, 30.0)  # back-off after a failed reconcile: first, maximum

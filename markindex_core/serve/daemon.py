@@ -57,6 +57,8 @@ from markindex_core.config import (
     DAEMON_HEARTBEAT_S,
     DAEMON_LOCK_POLL_S,
     DAEMON_MAX_WAIT_MS,
+    DAEMON_OBSERVER_RETRY_S,
+    DAEMON_POLL_INTERVAL_S,
     DAEMON_QUIET_MS,
     DAEMON_RACY_S,
     DAEMON_RETRY_S,
@@ -243,6 +245,9 @@ class Daemon:
         self._indexer: _LiveIndexer | None = None  # writer thread only
         self._coalescer: Coalescer | None = None
         self._watch: WatchHandle | None = None
+        self._events: LibraryEvents | None = None  # the running watch's handler
+        self._observer_died_at: float | None = None  # monotonic; the last unexplained stop
+        self._poll_notice = ""  # why the daemon fell back to polling, when it did
         self._alarm: OverflowAlarm | None = None
         self._session: asyncio.Task[None] | None = None
         self._identity = _Identity()
@@ -455,7 +460,9 @@ class Daemon:
         self._alarm.install()
         # Watch first, then reconcile: an edit during the first scan is then never lost.
         self._watch = start_watching(self.lib.root, handler, poll=self.poll)
-        self._set(observer=self._watch.kind, notice=self._watch.notice)
+        self._events = handler
+        notice = self._watch.notice or (self._poll_notice if self._watch.kind == "polling" else "")
+        self._set(observer=self._watch.kind, notice=notice)
         log.info("watching %s (%s)", self.lib.root, self._watch.kind)
 
     async def _become_writer(self) -> None:
@@ -559,9 +566,32 @@ class Daemon:
         if ident.lock is not None and _file_id(self.lock.path) != ident.lock:
             return f"the writer lock file {self.lock.path} was deleted or replaced"
         if self._watch is not None and not self._watch.healthy():
-            self.poll = True  # e.g. a watch limit hit on a new folder: poll from now on
-            return "the file observer stopped"
+            return self._observer_stopped(self._watch)
         return None
+
+    def _observer_stopped(self, watch: WatchHandle) -> str:
+        """Why the observer ended, and how the next session watches.
+
+        inotify ends its watch when the library folder itself is deleted or moved; after
+        `rm -rf LIB && mkdir LIB` the new folder may even reuse the old inode, so only that
+        event tells. The new session then watches the new folder with inotify again. An
+        observer that stops for no known reason (e.g. a watch limit hit on a new folder) is
+        restarted once; stopping again within `DAEMON_OBSERVER_RETRY_S`, the daemon polls from
+        then on and says so in status (`notice`).
+        """
+        if self._events is not None and self._events.root_gone:
+            return f"the library folder {self.lib.root} was deleted, moved or replaced"
+        now = time.monotonic()
+        last, self._observer_died_at = self._observer_died_at, now
+        if watch.kind != "polling" and last is not None and now - last < DAEMON_OBSERVER_RETRY_S:
+            self.poll = True
+            self._poll_notice = (
+                f"{watch.kind} watching stopped twice within {DAEMON_OBSERVER_RETRY_S:.0f} s; "
+                f"watching by polling every {DAEMON_POLL_INTERVAL_S:.0f} s instead "
+                "(restart the daemon to try again; check `sysctl fs.inotify.max_user_watches`)"
+            )
+            log.warning(self._poll_notice)
+        return f"the file observer ({watch.kind}) stopped"
 
     async def _end_session(self) -> None:
         """Tear the session down without blocking the loop; the next one starts from scratch."""
@@ -575,6 +605,7 @@ class Daemon:
             # Cleared only once stopped: if this is cancelled, `_shutdown` stops it instead.
             await asyncio.to_thread(self._watch.stop)
             self._watch = None
+            self._events = None
         try:
             await loop.run_in_executor(self._writer, self._close_writer)
         except (apsw.Error, OSError) as exc:  # e.g. its file was deleted: it is dropped anyway

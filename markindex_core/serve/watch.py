@@ -205,6 +205,8 @@ class LibraryEvents(FileSystemEventHandler):
         self._prefix = self.root.rstrip(os.sep) + os.sep
         self.sink = sink
         self._index_dir = None if index_dir is None else str(index_dir).rstrip(os.sep)
+        # The library folder itself was deleted or moved: inotify's watch on it has ended.
+        self.root_gone = False
 
     def on_any_event(self, event: FileSystemEvent) -> None:
         try:
@@ -213,6 +215,11 @@ class LibraryEvents(FileSystemEventHandler):
                 and os.fsdecode(event.src_path).rstrip(os.sep) == self._index_dir
             ):
                 return  # the index's own files came and went: nothing of the library changed
+            if (
+                isinstance(event, DirDeletedEvent | DirMovedEvent)
+                and os.fsdecode(event.src_path).rstrip(os.sep) == self.root
+            ):
+                self.root_gone = True
             dest = getattr(event, "dest_path", "")
             # A closed file, or one renamed into place, is complete: no need to wait long.
             closed = isinstance(event, FileClosedEvent)

@@ -70,6 +70,37 @@ def test_root_deleted_and_recreated_with_the_index_inside(tmp_path: Path) -> Non
         assert d.stop() == 0, d.log
 
 
+def test_root_deleted_and_recreated_is_watched_with_inotify_again(tmp_path: Path) -> None:
+    """`rm -rf LIB && mkdir LIB` with the index elsewhere: the new folder often reuses the old
+    inode, so only inotify's own end of watch tells; that once switched to polling for good,
+    without a word. Three rounds, so at least one reuses the inode on a file system that can."""
+    root = _lib(tmp_path, {"a.md": "# A\n\nalpha\n"})
+    db = tmp_path / "idx" / "index.db"
+    d = DaemonProcess(root, db)
+    try:
+        d.wait_writing()
+        for i in range(3):
+            shutil.rmtree(root)
+            root.mkdir()
+            (root / f"b{i}.md").write_text(f"# B\n\nbeluga{i}\n", encoding="utf-8")
+            wait_for(lambda: _docs(db) == {f"b{i}.md"}, timeout=15)  # noqa: B023
+            st = wait_for(
+                lambda: (
+                    (s := d.status()).get("recoveries", 0) > i  # noqa: B023
+                    and s.get("state") == "watching"
+                    and s
+                ),
+                timeout=10,
+            )
+            assert st["observer"] == "inotify" and st["notice"] == "", st
+            (root / f"c{i}.md").write_text(f"# C\n\ncapybara{i}\n", encoding="utf-8")
+            wait_for(lambda: _found(db, root, f"capybara{i}") == {f"c{i}.md"})  # noqa: B023
+        assert "polling" not in d.log, d.log
+        _clean_log(d)
+    finally:
+        assert d.stop() == 0, d.log
+
+
 def test_index_folder_deleted_while_running(tmp_path: Path) -> None:
     root = _lib(tmp_path, {"a.md": "# A\n\nalpha\n"})
     db = root / ".markindex" / "index.db"
