@@ -89,6 +89,7 @@ from markindex_core.serve.watch import (
     start_watching,
 )
 from markindex_core.store.db import Store
+from markindex_core.store.files import rebuild_path
 from markindex_core.store.lock import WriterLock
 from markindex_core.tools.page import iso
 
@@ -186,7 +187,34 @@ class _LiveStore(Store):
     A full (truncating) checkpoint waits, up to the busy timeout, until no reader uses the WAL;
     with an agent searching continuously that wait landed on the next save's latency. After a
     save the daemon copies what it can (passive); it truncates the WAL when idle (`truncate`).
+
+    It also remembers which files its connections opened (`owns`): a full rebuild (`--no-setext`,
+    a format change) builds a new file and renames it over the index (see `store/rebuild.py`).
+    The guard then finds another file at the index's path, and must know it is this daemon's own
+    and not a replacement by someone else. The new file is noted when its connection is made,
+    before the rename, so no check can fall between the two.
     """
+
+    _owned: frozenset[FileId] = frozenset()
+
+    @property
+    def conn(self) -> apsw.Connection:
+        return self._conn
+
+    @conn.setter
+    def conn(self, conn: apsw.Connection) -> None:
+        self._conn = conn
+        opened = _file_id(Path(conn.filename))
+        if opened is None:
+            return
+        if Path(conn.filename) == rebuild_path(self.path):
+            self._owned = self._owned | {opened}  # the rebuild: the index's file once renamed
+        else:
+            self._owned = frozenset({opened})  # read from any thread: replaced, never changed
+
+    def owns(self, file: FileId | None) -> bool:
+        """`file` is the one this store writes, or the rebuild it is swapping in."""
+        return file is not None and file in self._owned
 
     def checkpoint(self, mode: str = "passive", *, busy_ms: int | None = None) -> None:
         super().checkpoint(mode, busy_ms=busy_ms)
@@ -561,8 +589,12 @@ class Daemon:
         ident = self._identity
         if ident.root is not None and _file_id(self.lib.root) != ident.root:
             return f"the library folder {self.lib.root} was deleted, moved or replaced"
-        if ident.db is not None and _file_id(self.lib.db_path) != ident.db:
-            return f"the index file {self.lib.db_path} was deleted or replaced"
+        db = _file_id(self.lib.db_path)
+        if ident.db is not None and db != ident.db:
+            store = self._store
+            if store is None or not store.owns(db):
+                return f"the index file {self.lib.db_path} was deleted or replaced"
+            ident.db = db  # this daemon's own full rebuild, swapped in
         if ident.lock is not None and _file_id(self.lock.path) != ident.lock:
             return f"the writer lock file {self.lock.path} was deleted or replaced"
         if self._watch is not None and not self._watch.healthy():
@@ -846,6 +878,8 @@ class Daemon:
                 len(report.errors),
                 (now - started) * 1000,
             )
+        if report.full_rebuild:
+            log.info("rebuilt the whole index (%s)", report.full_rebuild)
         for path, reason in report.skipped:
             log.debug("skipped %s: %s", path, reason)
         self._publish()

@@ -21,6 +21,7 @@ from markindex_core.errors import MarkindexError
 from markindex_core.library import Library
 from markindex_core.serve.daemon import Daemon
 from markindex_core.serve.status import read_status, read_status_file, writer_lock_state
+from markindex_core.store.db import Store
 from markindex_core.store.lock import WriterLock
 from tests.unprivileged import AS_NOBODY
 
@@ -115,6 +116,41 @@ def test_index_folder_deleted_while_running(tmp_path: Path) -> None:
         assert writer_lock_state(db) == (True, d.proc.pid)
         assert not WriterLock(db).try_acquire()
         assert "index file" in d.log and "restarting" in d.log
+        _clean_log(d)
+    finally:
+        assert d.stop() == 0, d.log
+
+
+def test_the_daemons_own_full_rebuild_is_not_taken_for_a_replaced_index(tmp_path: Path) -> None:
+    """`--no-setext` on an index built with setext: the daemon rebuilds into a new file and
+    renames it over the index. That is its own file: no "replaced" warning, no restart. A real
+    replacement afterwards is still noticed."""
+    root = _lib(tmp_path, {"a.md": "# A\n\nalpha\n\nSub\n---\n\nmore\n"})
+    db = tmp_path / "idx" / "index.db"
+    Library(root, db).index()
+    before = os.stat(db).st_ino
+    d = DaemonProcess(root, db, "--no-setext")
+    try:
+        st = d.wait_writing()
+        assert os.stat(db).st_ino != before  # rebuilt beside, renamed over the index
+        # A guard check (twice a second) ran after the rebuild once a heartbeat follows it.
+        done = st["last_reconcile_at"]
+        st = wait_for(lambda: (s := d.status()).get("heartbeat_at", 0) > done + 0.5 and s)
+        assert "replaced" not in d.log and "restarting" not in d.log, d.log
+        assert st["recoveries"] == 0 and st["error_count"] == 0, st
+        assert "rebuilt the whole index (setext 1 -> 0)" in d.log, d.log
+        (root / "b.md").write_text("# B\n\nbeluga\n", encoding="utf-8")
+        wait_for(lambda: _found(db, root, "beluga") == {"b.md"})
+        store = Store(db, readonly=True)
+        try:
+            assert store.get_meta("setext") == "0"
+        finally:
+            store.close()
+        # someone else's file at the index's path is still a replacement
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{db}{suffix}").unlink(missing_ok=True)
+        wait_for(lambda: "was deleted or replaced" in d.log)
+        wait_for(lambda: _found(db, root, "beluga") == {"b.md"}, timeout=15)
         _clean_log(d)
     finally:
         assert d.stop() == 0, d.log
