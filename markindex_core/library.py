@@ -152,7 +152,7 @@ class Library:
         finally:
             self._build_pending.clear()
 
-    def _remembered_setext(self) -> bool | None:
+    def remembered_setext(self) -> bool | None:
         """The setext choice the old index remembers, when it can still be read."""
         try:
             store = Store(self.db_path, readonly=True)
@@ -190,7 +190,7 @@ class Library:
                     self.root,
                     store,
                     ignore=ignore,
-                    setext=setext if setext is not None else self._remembered_setext(),
+                    setext=setext if setext is not None else self.remembered_setext(),
                     workers=workers,
                     after_write=after_write,
                 )

@@ -91,6 +91,7 @@ from markindex_core.serve.watch import (
 from markindex_core.store.db import Store
 from markindex_core.store.files import rebuild_path
 from markindex_core.store.lock import WriterLock
+from markindex_core.store.rebuild import build_afresh
 from markindex_core.tools.page import iso
 
 __all__ = ["Daemon", "DaemonStopped", "read_status", "run_daemon"]
@@ -133,6 +134,7 @@ class _Identity:
     root: FileId | None = None
     db: FileId | None = None
     lock: FileId | None = None
+    rebuilt: FileId | None = None  # this daemon's rebuild of a damaged index, before its swap
 
 
 @dataclass(frozen=True)
@@ -142,6 +144,7 @@ class Problem:
     reason: str
     hint: str
     reopen: bool = True
+    damaged: bool = False  # the index is damaged: build it again from the folder
 
 
 _FULL_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
@@ -158,6 +161,12 @@ def _chain(exc: BaseException) -> Iterator[BaseException]:
 def diagnose(exc: BaseException, db_path: Path) -> Problem:
     """Turn a failed write into one clear reason and a hint (disk full and read-only are common)."""
     for e in _chain(exc):
+        if isinstance(e, (apsw.CorruptError, apsw.NotADBError)):
+            return Problem(
+                f"the index {db_path} is damaged ({e})",
+                "building it again from the library folder; searches use the old one meanwhile",
+                damaged=True,
+            )
         if isinstance(e, apsw.FullError) or (isinstance(e, OSError) and e.errno in _FULL_ERRNOS):
             return Problem(
                 f"cannot write the index: the disk holding {db_path.parent} is full",
@@ -283,6 +292,7 @@ class Daemon:
         self._stopping = threading.Event()  # the daemon stops: end any run at the next file
         self._abort = threading.Event()  # the session restarts: end the running reconcile
         self._reopen = threading.Event()  # reopen the writer store before the next reconcile
+        self._damaged = threading.Event()  # build the index again before the next reconcile
         self._stopper: threading.Thread | None = None
         self._tidied_for: float | None = None
         self._catching_up: asyncio.Future[None] | None = None  # a slice of summaries, if any
@@ -336,6 +346,8 @@ class Daemon:
             if done_at
             else "; answers may miss changes made before or since it started"
         )
+        if self._damaged.is_set():
+            return f"the index was found damaged and is being built again from the folder{since}"
         if state in ("retrying", "recovering"):
             return f"the live index is not updating: {reason} ({hint}){since}"
         if state.startswith("stop"):
@@ -444,6 +456,8 @@ class Daemon:
     def _session_failed(self, problem: Problem, delay: float) -> None:
         """A session could not start (a full disk, a read-only index): say why in status and once
         in the log per distinct problem, then retry with back-off."""
+        if problem.damaged:
+            self._damaged.set()
         if problem != self._problem:
             self._problem = problem
             self._error("", f"{problem.reason} ({problem.hint})")
@@ -557,6 +571,8 @@ class Daemon:
         problem = diagnose(exc, self.lib.db_path)
         if problem.reopen:
             self._reopen.set()
+        if problem.damaged:
+            self._damaged.set()
         if problem != self._problem:
             self._problem = problem
             log.debug("reconcile failed", exc_info=exc)
@@ -592,7 +608,8 @@ class Daemon:
         db = _file_id(self.lib.db_path)
         if ident.db is not None and db != ident.db:
             store = self._store
-            if store is None or not store.owns(db):
+            own = (store is not None and store.owns(db)) or (db is not None and db == ident.rebuilt)
+            if not own:
                 return f"the index file {self.lib.db_path} was deleted or replaced"
             ident.db = db  # this daemon's own full rebuild, swapped in
         if ident.lock is not None and _file_id(self.lock.path) != ident.lock:
@@ -743,6 +760,8 @@ class Daemon:
 
     # ----- writer thread ----------------------------------------------------------------------
     def _open_writer(self) -> None:
+        if self._damaged.is_set():  # never opened again: the next reconcile rebuilds it
+            return
         self._store = _LiveStore(self.lib.db_path)
         self._indexer = _LiveIndexer(
             self.lib.root,
@@ -771,6 +790,8 @@ class Daemon:
         if self._identity.root is not None and _file_id(self.lib.root) != self._identity.root:
             # Never reconcile against a missing folder: that would empty the index.
             raise _Lost(f"the library folder {self.lib.root} is gone or was replaced")
+        if self._damaged.is_set():
+            return self._rebuild_damaged()
         indexer, store = self._ready_writer()
         # Cheap (nested .gitignore files load lazily) and needed for folders that moved in.
         indexer.reload_rules()
@@ -791,6 +812,36 @@ class Daemon:
             (t1 - t0) * 1000,
             (time.perf_counter() - t1) * 1000,
         )
+        _release_memory(report)
+        return report
+
+    def _rebuild_damaged(self) -> IndexReport:
+        """Build the index again from the folder beside the damaged file, then swap it in whole
+        (see `rebuild.build_afresh`): readers keep the old one until then. The damaged file is
+        only read for its summary cache and the setext choice."""
+        self._close_writer()
+        setext = self.setext if self.setext is not None else self.lib.remembered_setext()
+        with build_afresh(self.lib.db_path) as (store, cache_note):
+            # Noted before the swap: the guard then knows the new file as this daemon's own.
+            self._identity.rebuilt = _file_id(Path(store.conn.filename))
+            try:
+                indexer = Indexer(
+                    self.lib.root,
+                    store,
+                    ignore=self.ignore,
+                    setext=setext,
+                    after_write=self.after_write,
+                )
+                report = indexer.run(self._progress)
+            except BaseException:
+                self._identity.rebuilt = None
+                raise
+        self._identity.db = self._identity.rebuilt
+        self._damaged.clear()
+        self._reopen.set()
+        report.full_rebuild = "the index was damaged"
+        if cache_note:
+            report.warnings.append(("", cache_note))
         _release_memory(report)
         return report
 

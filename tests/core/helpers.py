@@ -197,3 +197,29 @@ def check_documents_whole(store: Store) -> int:
     )
     assert orphans == 0
     return len(paths)
+
+
+def damage_pages(db: Path, table: str, share: float = 0.5) -> int:
+    """Overwrite the last `share` of `table`'s leaf pages on disk (found with SQLite's `dbstat`),
+    as a bad sector or a copy cut short would: each keeps its first bytes, the rest is noise.
+    Returns the number of pages damaged."""
+    import os
+
+    import apsw
+
+    conn = apsw.Connection(str(db))
+    conn.pragma("wal_checkpoint(TRUNCATE)")
+    page_size = int(conn.pragma("page_size"))
+    leaves = [
+        int(r[0])
+        for r in conn.execute(
+            "SELECT pageno FROM dbstat WHERE name = ? AND pagetype = 'leaf'", (table,)
+        )
+    ]
+    conn.close()
+    damaged = leaves[int(len(leaves) * (1 - share)) :] or leaves[-1:]
+    with db.open("r+b") as f:
+        for page in damaged:
+            f.seek((page - 1) * page_size + 8)  # past the page header's type byte
+            f.write(os.urandom(page_size - 16))
+    return len(damaged)

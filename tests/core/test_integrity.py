@@ -7,7 +7,6 @@ own `dbstat` table, as a bad sector or a copy cut short would leave them.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import apsw
@@ -17,7 +16,7 @@ from markindex_core.cli.main import main
 from markindex_core.library import Library
 from markindex_core.store.db import SUMMARY_CACHE_TABLE, Store
 
-from .helpers import check_store_consistent, make_library, write
+from .helpers import check_store_consistent, damage_pages, make_library, write
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -36,25 +35,6 @@ def indexed(tmp_path: Path) -> tuple[Path, Path]:
     return root, db
 
 
-def _damage_search_index(db: Path) -> None:
-    """Overwrite the leaf pages of the passage search index's data (not the file header)."""
-    conn = apsw.Connection(str(db))
-    conn.pragma("wal_checkpoint(TRUNCATE)")
-    page_size = int(conn.pragma("page_size"))
-    leaves = [
-        int(r[0])
-        for r in conn.execute(
-            "SELECT pageno FROM dbstat WHERE name = 'passage_fts_data' AND pagetype = 'leaf'"
-        )
-    ]
-    conn.close()
-    assert len(leaves) > 4, leaves
-    with db.open("r+b") as f:
-        for page in leaves[len(leaves) // 2 :]:
-            f.seek((page - 1) * page_size + 100)  # keep the page header's first bytes plausible
-            f.write(os.urandom(page_size - 200))
-
-
 def test_check_finds_damage_an_update_never_reads_and_rebuild_mends_it(
     indexed: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -62,7 +42,7 @@ def test_check_finds_damage_an_update_never_reads_and_rebuild_mends_it(
     code, out, _ = run(capsys, "check", str(root), "--db", str(db))
     assert code == 0 and "whole" in out
 
-    _damage_search_index(db)
+    assert damage_pages(db, "passage_fts_data") > 2
     # An update reads only what it needs: the damage goes unseen there, which is why check exists.
     code, out, _ = run(capsys, "index", str(root), "--db", str(db), "--json")
     assert code == 0 and json.loads(out)["unchanged"] == 80

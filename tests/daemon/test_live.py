@@ -335,6 +335,32 @@ def test_a_read_only_index_file_is_reported_and_writing_resumes(tmp_path: Path) 
         assert d.stop() == 0, d.log
 
 
+def test_a_damaged_index_is_built_again_by_the_daemon(tmp_path: Path) -> None:
+    """Damage a run reads (the documents table): the daemon says so, builds the index again from
+    the folder beside it, swaps it in and goes on watching, with no restart of its session."""
+    from markindex_core.store.integrity import check_index
+    from tests.core.helpers import damage_pages
+
+    root = _lib(tmp_path, {f"d{i}.md": f"# D{i}\n\nword{i} " + "filler " * 400 for i in range(30)})
+    db = tmp_path / "idx" / "index.db"
+    Library(root, db).index()
+    damage_pages(db, "documents", share=1.0)
+    assert not check_index(db).ok
+    d = DaemonProcess(root, db)
+    try:
+        d.wait_writing()
+        wait_for(lambda: "rebuilt the whole index (the index was damaged)" in d.log, timeout=30)
+        assert "is damaged" in d.log
+        assert check_index(db).ok
+        assert _found(db, root, "word7") == {"d7.md"}
+        (root / "new.md").write_text("# New\n\nnarwhal\n", encoding="utf-8")
+        wait_for(lambda: _found(db, root, "narwhal") == {"new.md"}, timeout=15)
+        assert "deleted or replaced" not in d.log, d.log
+        assert d.status()["state"] == "watching"
+    finally:
+        assert d.stop() == 0, d.log
+
+
 # ----- permissions: a chmod is an event -----------------------------------------------------
 def test_unreadable_files_are_skipped_then_indexed_once_readable(shared_tmp: Path) -> None:
     """Run as `nobody` (root reads everything): unreadable files are skipped with the loop going
