@@ -151,6 +151,10 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     _refuse_empty_library(lib)
     if args.watch:
         return _run_watch(lib, args)
+    from markindex_core.serve.status import DaemonWatch
+
+    # A daemon in another process may keep this index live: its trouble reaches the envelopes.
+    lib.live_warning = DaemonWatch(lib.db_path)
     if not args.reindex_on_start and not lib.has_index():
         log.warning(
             "no index at %s yet: tools will say so until `markindex index %s` has run",

@@ -75,6 +75,7 @@ from markindex_core.library import Library
 from markindex_core.serve.status import (
     read_status,
     remove_daemon_record,
+    stale_warning,
     write_daemon_record,
     write_status_file,
     writer_lock_state,
@@ -92,7 +93,6 @@ from markindex_core.store.db import Store
 from markindex_core.store.files import rebuild_path
 from markindex_core.store.lock import WriterLock
 from markindex_core.store.rebuild import build_afresh
-from markindex_core.tools.page import iso
 
 __all__ = ["Daemon", "DaemonStopped", "read_status", "run_daemon"]
 
@@ -332,29 +332,11 @@ class Daemon:
             return copy.deepcopy(self._status)
 
     def freshness_warning(self) -> str | None:
-        """Why the index may not show the folder as it is now, for tool envelopes; None while it
-        keeps up (a reconcile after a file event is keeping up, and another writer does it too)."""
+        """Why the index may not show the folder as it is now, for tool envelopes (see
+        `status.stale_warning`); None while it keeps up."""
         with self._status_lock:
-            state, reason, hint = (
-                self._status["state"],
-                self._status["reason"],
-                self._status["hint"],
-            )
-            done_at, reconciles = self._status["last_reconcile_at"], self._status["reconciles"]
-        since = (
-            f"; answers may miss changes made since {iso(done_at)}"
-            if done_at
-            else "; answers may miss changes made before or since it started"
-        )
-        if self._damaged.is_set():
-            return f"the index was found damaged and is being built again from the folder{since}"
-        if state in ("retrying", "recovering"):
-            return f"the live index is not updating: {reason} ({hint}){since}"
-        if state.startswith("stop"):
-            return f"the live index has stopped updating{since}"
-        if not reconciles and state in ("starting", "reconciling"):
-            return "the live index is catching up with the folder after its start" + since
-        return None
+            keys = ("state", "reason", "hint", "last_reconcile_at", "reconciles")
+            return stale_warning({key: self._status[key] for key in keys})
 
     def _set(self, **values: Any) -> None:
         with self._status_lock:

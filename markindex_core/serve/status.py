@@ -19,11 +19,18 @@ import json
 import os
 import stat
 import tempfile
+import threading
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from markindex_core.config import DAEMON_HEARTBEAT_S, STATUS_FILE_BLOCK, STATUS_FILE_SUFFIX
+from markindex_core.config import (
+    DAEMON_HEARTBEAT_S,
+    DAEMON_WARNING_TTL_S,
+    STATUS_FILE_BLOCK,
+    STATUS_FILE_SUFFIX,
+)
 from markindex_core.errors import MarkindexError
 from markindex_core.store.db import Store
 from markindex_core.store.lock import WriterLock, lock_path_for, writer_active
@@ -255,6 +262,20 @@ def read_status(lib: Library) -> dict[str, Any]:
     locked, pid = writer_lock_state(db)
     out["writer_locked"] = locked
     out["writer_pid"] = pid
+    daemon, others = daemon_states(db, locked)
+    out["daemon"] = daemon
+    out["other_daemons"] = others
+    out["daemon_writing"] = bool(daemon and daemon["writing"])
+    return out
+
+
+def daemon_states(
+    db: Path, locked: bool | None = None
+) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+    """The daemon of index `db` (see `read_status`: `daemon`) and further live ones
+    (`other_daemons`), without opening the index: cheap enough for every tool call."""
+    if locked is None:
+        locked = writer_lock_state(db)[0]
     now = time.time()
     daemon = read_status_file(db)
     if daemon is not None:
@@ -270,10 +291,56 @@ def read_status(lib: Library) -> dict[str, Any]:
     others.sort(key=lambda d: (not d["writing"], _float(d.get("started_at")) or 0.0))
     if others and (daemon is None or not daemon["alive"]):
         daemon = others.pop(0)  # the file beside the index is stale or missing: this one lives
-    out["daemon"] = daemon
-    out["other_daemons"] = others
-    out["daemon_writing"] = bool(daemon and daemon["writing"])
-    return out
+    return daemon, others
+
+
+def stale_warning(daemon: dict[str, Any]) -> str | None:
+    """Why a daemon's index may not show its folder as it is now (a daemon's status as
+    `read_status` gives it), or None while it keeps up: a reconcile after file events is keeping
+    up, and so is waiting while another process writes."""
+    state = str(daemon.get("state") or "")
+    reason, hint = daemon.get("reason"), daemon.get("hint")
+    done_at = _float(daemon.get("last_reconcile_at"))
+    since = (
+        f"; answers may miss changes made since {_iso(done_at)}"
+        if done_at
+        else "; answers may miss changes made before or since it started"
+    )
+    if state.startswith("stop"):
+        return f"the live index has stopped updating{since}"
+    if reason and state in ("retrying", "recovering", "reconciling", "starting"):
+        # A retry's reconcile keeps the reason of the failure until it succeeds.
+        return f"the live index is not updating: {reason}" + (f" ({hint})" if hint else "") + since
+    if not daemon.get("reconciles") and state in ("starting", "reconciling"):
+        return "the live index is catching up with the folder after its start" + since
+    return None
+
+
+class DaemonWatch:
+    """The freshness warning of another process's live daemon, for a plain `markindex mcp`
+    serving the same index: read at most once per `DAEMON_WARNING_TTL_S` (a few small files)."""
+
+    def __init__(self, db: Path) -> None:
+        self.db = db
+        self._lock = threading.Lock()
+        self._read_at = -DAEMON_WARNING_TTL_S
+        self._warning: str | None = None
+
+    def __call__(self) -> str | None:
+        with self._lock:
+            now = time.monotonic()
+            if now - self._read_at >= DAEMON_WARNING_TTL_S:
+                self._read_at = now
+                daemon, _ = daemon_states(self.db)
+                live = daemon is not None and daemon["alive"]
+                self._warning = stale_warning(daemon) if live and daemon else None
+                if self._warning and daemon:
+                    self._warning = f"daemon pid {daemon.get('pid')}: {self._warning}"
+            return self._warning
+
+
+def _iso(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, UTC).isoformat(timespec="seconds")
 
 
 def _judge(daemon: dict[str, Any], now: float, locked: bool) -> None:

@@ -86,10 +86,13 @@ def test_an_index_kept_in_or_above_the_library_does_not_blind_the_watch(
     }[where]
     with running_daemon(root, db) as daemon:
         assert doc_paths(db) == {"a.md", "notes/b.md"}
+        before = time.time()
         (root / "c.md").write_text("# Cherry\n\ncheetah\n", encoding="utf-8")
         (root / "notes" / "b.md").write_text("# Bee\n\nbumblebee\n", encoding="utf-8")
         wait_for(lambda: find(db, root, "cheetah") == {"c.md"})
         wait_for(lambda: find(db, root, "bumblebee") == {"notes/b.md"})
+        # A reader sees the commit before the daemon logs it: count once its status says done.
+        daemon.wait_settled(before)
         reconciles = daemon.log.count("reconciled")
         time.sleep(2)  # its own writes (status heartbeats, WAL) start no reconcile
         assert daemon.log.count("reconciled") == reconciles, daemon.log

@@ -163,3 +163,45 @@ async def test_tool_envelopes_warn_while_the_live_index_cannot_write(tmp_path: P
             assert fresh["data"]["results"][0]["doc_path"] == "b.md"
     finally:
         _chattr(db, "-i")
+
+
+@pytest.mark.timeout(90)
+async def test_a_plain_mcp_server_warns_while_another_process_daemon_cannot_write(
+    tmp_path: Path,
+) -> None:
+    """`markindex mcp` (no --watch) beside a daemon in another process that keeps the index:
+    the daemon's trouble reaches this server's envelopes too, naming the daemon."""
+    from .helpers import DaemonProcess
+
+    root = tmp_path / "lib"
+    root.mkdir()
+    (root / "a.md").write_text("# Alpha\n\nriver stones\n", encoding="utf-8")
+    db = tmp_path / "idx" / "index.db"
+    Library(root, db).index()
+    if not _chattr(db, "+i"):
+        pytest.skip("chattr +i is not available here")
+    daemon = DaemonProcess(root, db)
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "markindex_core", "mcp", str(root), "--db", str(db)],
+    )
+    try:
+        async with Client(params, read_timeout_seconds=30) as client:
+
+            async def envelope() -> dict[str, Any]:
+                return _payload(await client.call_tool("search_documents", {"query": "river"}))
+
+            deadline = time.monotonic() + 20
+            while "not updating" not in (warned := await envelope()).get("warning", ""):
+                assert time.monotonic() < deadline, warned
+                await anyio.sleep(0.2)
+            assert warned["success"] and f"daemon pid {daemon.proc.pid}" in warned["warning"]
+
+            _chattr(db, "-i")
+            deadline = time.monotonic() + 30
+            while "warning" in (fresh := await envelope()):
+                assert time.monotonic() < deadline, fresh
+                await anyio.sleep(0.2)
+    finally:
+        _chattr(db, "-i")
+        assert daemon.stop() == 0, daemon.log
