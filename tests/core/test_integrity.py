@@ -12,17 +12,11 @@ from pathlib import Path
 import apsw
 import pytest
 
-from markindex_core.cli.main import main
 from markindex_core.library import Library
 from markindex_core.store.db import SUMMARY_CACHE_TABLE, Store
 
 from .helpers import check_store_consistent, damage_pages, make_library, write
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
+from .test_cli import run
 
 
 @pytest.fixture
