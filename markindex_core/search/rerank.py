@@ -9,7 +9,8 @@ candidates only, so the cost stays bounded whatever the size of the library:
   evidence is summed (its DOC_EVIDENCE_PASSAGES best scores), and a passage is raised by its
   document's share of the best document's sum.
 - Tables of contents: a list of links to a document's own headings names every topic of a
-  question and answers none. The best CONTENTS_DEPTH candidates are read and such lists lowered.
+  question and answers none. The best CONTENTS_DEPTH candidates are read and such lists lowered,
+  and so is the body of a References / See also section: it names the topics too.
 """
 
 from __future__ import annotations
@@ -28,6 +29,12 @@ from markindex_core.config import (
 
 # A Markdown link to a heading of the same document: `[text](#anchor)`.
 _LINK = re.compile(r"\[[^\]\n]*\]\(#[^)\s]*\)")
+# Titles of sections that list sources or neighbours rather than say anything themselves.
+_REFERENCES = re.compile(
+    r"(?:references?|reference materials?|see also|further reading|bibliography|external links"
+    r"|related (?:links|resources|documents)|参考(?:文献|资料)?|相关(?:链接|文档|资料)|延伸阅读)",
+    re.IGNORECASE,
+)
 
 
 def by_document(
@@ -67,11 +74,19 @@ def is_contents(text: str) -> bool:
     return chars > 0 and links >= CONTENTS_LINK_SHARE * chars
 
 
+def is_references(title: str) -> bool:
+    """Whether a section title names a list of sources or related pages (References, See also)."""
+    return _REFERENCES.fullmatch(title.strip(" #*_:：")) is not None
+
+
 def demote_contents(
-    ranked: list[tuple[float, int]], texts: Callable[[list[int]], dict[int, str]]
+    ranked: list[tuple[float, int]],
+    texts: Callable[[list[int]], dict[int, str]],
+    titles: Callable[[list[int]], dict[int, str]],
 ) -> list[tuple[float, int]]:
-    """`ranked` again, each of its first CONTENTS_DEPTH passages that is mostly links to the
-    document's own headings lowered (their text is read: the one cost of re-ranking).
+    """`ranked` again, each of its first CONTENTS_DEPTH passages lowered that is mostly links to
+    the document's own headings or lies in a References section (`texts` and `titles`, by
+    passage id, are read for those passages only: the one cost of re-ranking).
 
     Only a passage whose link share reaches CONTENTS_LINK_SHARE counts as a table of contents:
     a definition that links to two other objects of the same document still answers.
@@ -79,11 +94,16 @@ def demote_contents(
     head = ranked[:CONTENTS_DEPTH]
     if not head or LINK_PENALTY <= 0:
         return ranked
-    text_of = texts([pid for _, pid in head])
+    ids = [pid for _, pid in head]
+    text_of, title_of = texts(ids), titles(ids)
     rescored = [
-        (score - (LINK_PENALTY if is_contents(text_of.get(pid, "")) else 0.0), pid)
+        (score - (LINK_PENALTY if _names_without_saying(text_of, title_of, pid) else 0.0), pid)
         for score, pid in head
     ]
     out = rescored + ranked[CONTENTS_DEPTH:]
     out.sort(reverse=True)  # a lowered passage may now fall below ones further down
     return out
+
+
+def _names_without_saying(text_of: dict[int, str], title_of: dict[int, str], pid: int) -> bool:
+    return is_references(title_of.get(pid, "")) or is_contents(text_of.get(pid, ""))

@@ -219,12 +219,23 @@ class Searcher:
         top_node = max(node_scores.values(), default=1.0) or 1.0
         ranked = _blend(passages, node_scores, top_node, boost or set())
         texts = _PassageTexts(self.queries.passage_texts)  # read once for both uses below
-        ranked = demote_contents(ranked, texts)
+        ranked = demote_contents(ranked, texts, self._titles_of(passages))
         ranked = by_document(ranked, {pid: p.doc_id for pid, p in passages.items()})
         prose = _ProseCheck(texts)
         chosen = _choose(ranked, passages, node_scores, top_node, limit, prose)
         hits = (self._hit(pick, terms) for pick in chosen)
         return [h for h in hits if h is not None]
+
+    def _titles_of(
+        self, passages: dict[int, PassageScore]
+    ) -> Callable[[list[int]], dict[int, str]]:
+        """Passage ids -> the titles of their nodes, read in one query."""
+
+        def titles(ids: list[int]) -> dict[int, str]:
+            nodes = self.queries.node_titles([passages[pid].node_rowid for pid in ids])
+            return {pid: nodes.get(passages[pid].node_rowid, "") for pid in ids}
+
+        return titles
 
     def _candidates(
         self, match: str, scope: Scope

@@ -170,6 +170,18 @@ class SearchQueries:
             )
         ]
 
+    def node_titles(self, rowids: list[int]) -> dict[int, str]:
+        """The titles of a few nodes (by rowid), in one query."""
+        if not rowids:
+            return {}
+        id_list = ",".join(str(int(i)) for i in rowids)
+        return {
+            int(rowid): str(title)
+            for rowid, title in self.conn.execute(
+                f"SELECT id, title FROM nodes WHERE id IN ({id_list})"
+            )
+        }
+
     def passage_texts(self, ids: list[int]) -> dict[int, str]:
         """The original text of a few passages (by id), in one query over their line blocks."""
         if not ids:

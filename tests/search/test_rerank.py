@@ -10,6 +10,7 @@ from markindex_core.search.rerank import (
     demote_contents,
     document_evidence,
     is_contents,
+    is_references,
 )
 
 
@@ -101,7 +102,56 @@ def test_contents_are_links_to_own_headings_not_any_links() -> None:
 def test_lowering_contents_keeps_every_candidate_in_score_order() -> None:
     toc = "- [A](#a)\n- [B](#b)\n- [C](#c)"
     ranked = [(1.0 - i / 100, i) for i in range(60)]
-    out = demote_contents(ranked, lambda ids: {i: toc if i == 0 else "text" for i in ids})
+    out = demote_contents(
+        ranked,
+        lambda ids: {i: toc if i == 0 else "text" for i in ids},
+        lambda ids: dict.fromkeys(ids, "Overview"),
+    )
     assert sorted(pid for _, pid in out) == list(range(60))
     assert out == sorted(out, reverse=True)
     assert out[0][1] == 1 and 0 in [pid for _, pid in out[1:]]
+
+
+def test_reference_section_titles() -> None:
+    for title in (
+        "References",
+        "## See also",
+        "Further Reading",
+        "参考资料",
+        "相关链接",
+        "Reference materials",
+    ):
+        assert is_references(title), title
+    for title in (
+        "Reference-level explanation",
+        "API reference",
+        "Referencing objects",
+        "Links between documents",
+    ):
+        assert not is_references(title), title
+
+
+def test_a_references_list_gives_way_to_the_passage_that_answers(tmp_path: Path) -> None:
+    """A References section repeats the question's names (titles of cited documents) and says
+    nothing itself: the section that answers comes first."""
+    root = tmp_path / "lib"
+    root.mkdir()
+    others = "\n".join(
+        f"- Other reference {i}: " + " ".join(f"ref{i}x{j}" for j in range(12)) for i in range(16)
+    )
+    (root / "auth.md").write_text(
+        "# Authentication\n\n## Lifecycle\n\n"
+        "An expired authenticator used to sign in is rejected by the verifier, which tells the "
+        f"subscriber to renew it.\n\n{_filler(1)}\n\n"
+        "## References\n\n"
+        "- Expired authenticator sign in: verifier guidance\n"
+        f"- Expired authenticator renewal and sign in\n\n{others}\n",
+        encoding="utf-8",
+    )
+    for n in range(12):
+        (root / f"n{n}.md").write_text(f"# Note {n}\n\nAbout gardening {n}.\n", encoding="utf-8")
+    lib = Library(root)
+    lib.index()
+    hits = lib.search("what happens when an expired authenticator is used to sign in").hits
+    assert [h.title_path[-1] for h in hits[:2]] == ["Lifecycle", "References"]
+    lib.close()
