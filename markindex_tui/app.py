@@ -106,7 +106,7 @@ class MarkindexApp(App[None]):
         try:
             status = read_status(self.lib)
         except (OSError, MarkindexError) as exc:
-            self.notify(printable(str(exc)), title="watch", severity="error")
+            self.notify(printable(str(exc)), title="watch", severity="error", markup=False)
             return
         if status["writer_locked"]:
             self.notify("another process keeps this index live; not watching", title="watch")
@@ -129,7 +129,12 @@ class MarkindexApp(App[None]):
         if event.state == WorkerState.ERROR and event.worker.error is not None:
             error = event.worker.error
             message = error.message if isinstance(error, MarkindexError) else repr(error)
-            self.notify(printable(message), title=event.worker.name or "error", severity="error")
+            self.notify(
+                printable(message),
+                title=event.worker.name or "error",
+                severity="error",
+                markup=False,
+            )
 
     # ----- actions ------------------------------------------------------------------------------
     def action_help(self) -> None:

@@ -197,7 +197,7 @@ class BrowseScreen(Screen[None]):
             self.notify("select a document or a section first", severity="warning")
             return
         self.app.copy_to_clipboard(cite)
-        self.notify(printable(cite), title="citation copied")
+        self.notify(printable(cite), title="citation copied", markup=False)
 
     # ----- live index ---------------------------------------------------------------------------
     def _poll_index(self) -> None:
@@ -237,7 +237,9 @@ class BrowseScreen(Screen[None]):
         try:
             report = self.mapp.lib.index()
         except MarkindexError as exc:
-            self.app.call_from_thread(self.notify, printable(exc.message), severity="error")
+            self.app.call_from_thread(
+                self.notify, printable(exc.message), severity="error", markup=False
+            )
             return
         changes = len(report.added) + len(report.updated) + len(report.removed)
         self.app.call_from_thread(

@@ -161,7 +161,7 @@ class SearchScreen(ModalScreen[Hit | None]):
                 limit=TUI_SEARCH_LIMIT,
             )
         except MarkindexError as exc:
-            self.notify(printable(exc.message), title="search", severity="error")
+            self.notify(printable(exc.message), title="search", severity="error", markup=False)
             return
         self._show(result)
         self.app.call_after_refresh(self._painted, t0)

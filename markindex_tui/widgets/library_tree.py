@@ -169,7 +169,12 @@ class LibraryTree(Tree[Entry]):
                     self._fill_children(node, doc, None)
         except (MarkindexError, apsw.Error) as exc:
             entry.loaded = False  # the next expand tries again
-            self.notify(printable(str(exc)), title="cannot read the index", severity="error")
+            self.notify(
+                printable(str(exc)),
+                title="cannot read the index",
+                severity="error",
+                markup=False,
+            )
         finally:
             placeholder.remove()
 
