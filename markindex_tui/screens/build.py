@@ -10,6 +10,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
+from textual.timer import Timer
 from textual.widgets import Button, Footer, ProgressBar, Static
 
 from markindex_core.errors import MarkindexError
@@ -42,7 +43,7 @@ class BuildScreen(Screen[bool]):
     BuildScreen #build-progress { display: none; margin-bottom: 1; }
     BuildScreen.-building #build-progress { display: block; }
     BuildScreen.-building Horizontal { display: none; }
-    BuildScreen #build-file { height: 1; color: $text-muted; }
+    BuildScreen #build-file { height: auto; color: $text-muted; }
     BuildScreen Horizontal { height: auto; align-horizontal: center; }
     BuildScreen Button { margin: 0 1; }
     """
@@ -52,6 +53,7 @@ class BuildScreen(Screen[bool]):
         self.lib = lib
         self.reason = reason
         self._progress: tuple[int, int, str] = (0, 0, "")
+        self._progress_timer: Timer | None = None
 
     def compose(self) -> ComposeResult:
         with Vertical():
@@ -83,7 +85,9 @@ class BuildScreen(Screen[bool]):
         if self.has_class("-building"):
             return
         self.add_class("-building")
-        self.set_interval(0.1, self._show_progress, name="build-progress")
+        self._progress = (0, 0, "")
+        self.query_one("#build-file", Static).update("")
+        self._progress_timer = self.set_interval(0.1, self._show_progress, name="build-progress")
         self.build()
 
     @on(Button.Pressed, "#quit")
@@ -111,8 +115,14 @@ class BuildScreen(Screen[bool]):
         self.app.call_from_thread(self._done, len(report.added), len(report.skipped))
 
     def _failed(self, exc: MarkindexError) -> None:
+        # Stop the progress timer first: it would overwrite the message with the last file name.
+        if self._progress_timer is not None:
+            self._progress_timer.stop()
+            self._progress_timer = None
         self.remove_class("-building")
-        self.query_one("#build-file", Static).update(Text(printable(str(exc)), style="bold"))
+        message = printable(str(exc))
+        self.query_one("#build-file", Static).update(Text("not built: " + message, style="bold"))
+        self.app.notify(message, title="index not built", severity="error", markup=False)
 
     def _done(self, added: int, skipped: int) -> None:
         msg = f"indexed {added} documents" + (f", skipped {skipped}" if skipped else "")

@@ -5,9 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from textual.widgets import Static
 from textual.widgets._toast import Toast
 
 from markindex_core.library import Library
+from markindex_tui.screens.build import BuildScreen
 from markindex_tui.testing import make_app, settle, wait_until
 from markindex_tui.widgets.library_tree import LibraryTree
 
@@ -37,3 +39,24 @@ async def test_a_citation_with_markup_in_the_file_name_is_shown_as_text(tmp_path
             await wait_until(pilot, lambda p=path: any(p in t for t in toasts(app)))  # type: ignore[misc]
             assert app.clipboard == f"[{path}, L1-3]"
     assert app.return_code in (None, 0)
+
+
+async def test_a_failed_build_keeps_saying_why(tmp_path: Path) -> None:
+    root = tmp_path / "lib"
+    root.mkdir()
+    (root / "a.md").write_text("# A\n\nbody\n", encoding="utf-8")
+    blocker = tmp_path / "a-file"
+    blocker.write_text("", encoding="utf-8")
+    app = make_app(root, blocker / "index.db")  # its folder cannot be made: a file is there
+    async with app.run_test(size=(100, 30), notifications=True) as pilot:
+        await settle(pilot)
+        assert isinstance(app.screen, BuildScreen)
+        await pilot.press("enter")
+        await settle(pilot)
+        await pilot.pause(0.5)  # the progress timer (every 0.1 s) had time to run
+        shown = str(app.screen.query_one("#build-file", Static).render())
+        assert "not built: cannot write the index to" in shown
+        assert str(blocker) in shown
+        assert any("cannot write the index" in t for t in toasts(app))
+        assert isinstance(app.screen, BuildScreen)
+        assert not app.screen.has_class("-building")  # the buttons are back: try again or quit
