@@ -142,6 +142,8 @@ class Status:
     skipped: int
     last_index_at: float | None
     writer: str  # "daemon" | "writer" | "none"
+    indexed: bool = True  # False: no index file at the path, or it cannot be read
+    error: str | None = None  # why it cannot be read
 
 
 def folder_listing(lib: Library, folder: str) -> FolderListing:
@@ -248,6 +250,8 @@ def status(lib: Library) -> Status:
         skipped=len(info["skipped"]),
         last_index_at=info["last_index_at"],
         writer=writer,
+        indexed=bool(info["indexed"]),
+        error=info["error"],
     )
 
 

@@ -7,6 +7,7 @@ import time
 from dataclasses import dataclass
 from typing import ClassVar, cast
 
+import apsw
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -16,6 +17,7 @@ from textual.widgets import Footer, Tree
 
 from markindex_core.errors import MarkindexError
 from markindex_core.search.searcher import Hit
+from markindex_core.store.files import FileId, file_id
 from markindex_core.text.safe import printable
 from markindex_tui import data
 from markindex_tui.context import AppContext
@@ -27,6 +29,8 @@ from markindex_tui.widgets.folder_view import FolderView
 from markindex_tui.widgets.library_tree import Entry, LibraryTree
 from markindex_tui.widgets.lines_view import LinesView
 from markindex_tui.widgets.status_bar import StatusBar
+
+IndexVersion = tuple[FileId | None, int]
 
 
 @dataclass(frozen=True)
@@ -54,7 +58,7 @@ class BrowseScreen(Screen[None]):
         super().__init__()
         self._info_cache: dict[str, DocMeta] = {}
         self._hit: FoundPassage | None = None
-        self._data_version: int | None = None
+        self._index_version: IndexVersion | None = None
         self.last_query = ""
         self.last_scope = "library"
         self.last_preview_ms = 0.0  # highlight → lines shown (the benchmark reads it)
@@ -78,7 +82,7 @@ class BrowseScreen(Screen[None]):
         self.query_one(LinesView).cursor_blink = self.mapp.cursor_blink
         self.query_one(FolderView).display = False
         self.query_one(LibraryTree).focus()
-        self._data_version = self.mapp.lib.store.data_version()
+        self._index_version = self._read_index_version()
         self.refresh_status()
         self.set_interval(TUI_POLL_SECONDS, self._poll_index, name="poll-index")
         self.set_interval(TUI_WRITER_POLL_SECONDS, self.refresh_status, name="poll-writer")
@@ -200,13 +204,24 @@ class BrowseScreen(Screen[None]):
         self.notify(printable(cite), title="citation copied", markup=False)
 
     # ----- live index ---------------------------------------------------------------------------
-    def _poll_index(self) -> None:
+    def _read_index_version(self) -> IndexVersion | None:
+        """Which index file is at the path and how far its commits went; None when there is
+        none (or it cannot be read). `data_version` alone misses a full rebuild: the new file
+        gets a new connection, whose count may well equal the old one's."""
+        lib = self.mapp.lib
         try:
-            version = self.mapp.lib.store.data_version()
-        except MarkindexError:
+            return file_id(lib.db_path), lib.store.data_version()
+        except (MarkindexError, apsw.Error):  # e.g. CorruptError: a file copied over it
+            return None
+
+    def _poll_index(self) -> None:
+        version = self._read_index_version()
+        if version == self._index_version:
             return
-        if version != self._data_version:
-            self._data_version = version
+        self._index_version = version
+        if version is None:  # removed or unusable: the status line says so, the tree stays
+            self.refresh_status()
+        else:
             self.refresh_index()
 
     @work(exclusive=True, group="refresh", exit_on_error=False)

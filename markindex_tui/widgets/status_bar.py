@@ -7,11 +7,18 @@ from collections.abc import Callable
 from rich.text import Text
 from textual.widgets import Static
 
+from markindex_core.text.safe import printable
 from markindex_tui.data import Status, age
 
 
 def render_status(name: str, s: Status, now: float, watching: str) -> Text:
-    text = Text.assemble((f" {name} ", "bold"), f"· {s.documents:,} documents")
+    text = Text.assemble((f" {name} ", "bold"))
+    if s.error is not None:
+        text.append("· index unusable", style="bold red")
+    elif not s.indexed:
+        text.append("· no index file (i builds it)", style="bold red")
+    else:
+        text.append(f"· {s.documents:,} documents")
     if s.skipped:
         text.append(f" · {s.skipped} skipped")
     if s.last_index_at is not None:
@@ -24,6 +31,8 @@ def render_status(name: str, s: Status, now: float, watching: str) -> Text:
         text.append(" · being indexed", style="bold")
     else:
         text.append(" · no daemon", style="dim")
+    if s.error is not None:  # last: the parts before stay in view when it is long
+        text.append(f" · {printable(s.error)}", style="red")
     return text
 
 

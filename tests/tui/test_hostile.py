@@ -12,6 +12,7 @@ from markindex_core.library import Library
 from markindex_tui.screens.build import BuildScreen
 from markindex_tui.testing import make_app, settle, wait_until
 from markindex_tui.widgets.library_tree import LibraryTree
+from markindex_tui.widgets.status_bar import StatusBar
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -60,3 +61,35 @@ async def test_a_failed_build_keeps_saying_why(tmp_path: Path) -> None:
         assert any("cannot write the index" in t for t in toasts(app))
         assert isinstance(app.screen, BuildScreen)
         assert not app.screen.has_class("-building")  # the buttons are back: try again or quit
+
+
+async def test_a_full_rebuild_and_a_removed_index_are_followed(tmp_path: Path) -> None:
+    root, db = tmp_path / "lib", tmp_path / "elsewhere" / "index.db"
+    root.mkdir()
+    (root / "a.md").write_text("# A\n\nbody\n", encoding="utf-8")
+    Library(root, db).index()
+    app = make_app(root, db)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        tree = app.screen.query_one(LibraryTree)
+        status = app.screen.query_one(StatusBar)
+        assert [str(c.label) for c in tree.root.children] == ["a.md 3"]
+
+        # `rm index.db*; markindex index --db …`: a new file, whose connection counts anew
+        for f in db.parent.glob("index.db*"):
+            f.unlink()
+        (root / "b.md").write_text("# B\n\nbody\n", encoding="utf-8")
+        Library(root, db).index()
+        await wait_until(pilot, lambda: len(tree.root.children) == 2)
+        assert [str(c.label) for c in tree.root.children] == ["a.md 3", "b.md 3"]
+
+        for f in db.parent.glob("index.db*"):
+            f.unlink()
+        await wait_until(pilot, lambda: "no index file" in str(status.render()))
+        assert "0 documents" not in str(status.render())
+
+        await pilot.press("i")  # builds it again; the app follows the new file
+        await wait_until(pilot, lambda: "2 documents" in str(status.render()))
+        db.write_bytes(b"not an index")
+        await wait_until(pilot, lambda: "index unusable" in str(status.render()))
+        assert "not an SQLite database" in str(status.render())
