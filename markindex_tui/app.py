@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 from textual.app import App
 from textual.binding import Binding, BindingType
 from textual.widgets import TextArea, Tree
-from textual.worker import Worker, WorkerState
+from textual.worker import Worker
 
 from markindex_core.errors import MarkindexError
 from markindex_core.library import Library
@@ -19,6 +19,7 @@ from markindex_core.serve.status import read_status
 from markindex_core.text import segment
 from markindex_core.text.safe import printable
 from markindex_tui.data import now
+from markindex_tui.failures import report_failure
 from markindex_tui.screens.browse import BrowseScreen
 from markindex_tui.screens.build import BuildScreen
 from markindex_tui.screens.help import HelpScreen, HelpSection
@@ -126,15 +127,7 @@ class MarkindexApp(App[None]):
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         """A failed worker (index unreadable, watcher stopped) becomes a notification."""
-        if event.state == WorkerState.ERROR and event.worker.error is not None:
-            error = event.worker.error
-            message = error.message if isinstance(error, MarkindexError) else repr(error)
-            self.notify(
-                printable(message),
-                title=event.worker.name or "error",
-                severity="error",
-                markup=False,
-            )
+        report_failure(self, event)
 
     # ----- actions ------------------------------------------------------------------------------
     def action_help(self) -> None:

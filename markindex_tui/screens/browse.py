@@ -14,6 +14,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import Footer, Tree
+from textual.worker import Worker
 
 from markindex_core.errors import MarkindexError
 from markindex_core.search.searcher import Hit
@@ -22,6 +23,7 @@ from markindex_core.text.safe import printable
 from markindex_tui import data
 from markindex_tui.context import AppContext
 from markindex_tui.data import DocMeta, Ref
+from markindex_tui.failures import report_failure
 from markindex_tui.screens.search import SearchScreen, scopes_for
 from markindex_tui.settings import TUI_POLL_SECONDS, TUI_WRITER_POLL_SECONDS
 from markindex_tui.widgets.doc_info import DocInfoPanel
@@ -86,6 +88,9 @@ class BrowseScreen(Screen[None]):
         self.refresh_status()
         self.set_interval(TUI_POLL_SECONDS, self._poll_index, name="poll-index")
         self.set_interval(TUI_WRITER_POLL_SECONDS, self.refresh_status, name="poll-writer")
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        report_failure(self, event)  # (the message does not bubble to the app)
 
     # ----- preview ------------------------------------------------------------------------------
     @on(Tree.NodeHighlighted, "#tree")

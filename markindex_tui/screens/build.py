@@ -12,10 +12,12 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import Button, Footer, ProgressBar, Static
+from textual.worker import Worker
 
 from markindex_core.errors import MarkindexError
 from markindex_core.library import Library
 from markindex_core.text.safe import printable
+from markindex_tui.failures import describe, failure
 
 
 def shown_path(lib: Library) -> str:
@@ -114,13 +116,18 @@ class BuildScreen(Screen[bool]):
             return
         self.app.call_from_thread(self._done, len(report.added), len(report.skipped))
 
-    def _failed(self, exc: MarkindexError) -> None:
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        error = failure(event)  # not a MarkindexError (those end the worker normally)
+        if error is not None:
+            self._failed(error)
+
+    def _failed(self, exc: BaseException) -> None:
         # Stop the progress timer first: it would overwrite the message with the last file name.
         if self._progress_timer is not None:
             self._progress_timer.stop()
             self._progress_timer = None
         self.remove_class("-building")
-        message = printable(str(exc))
+        message = printable(describe(exc))
         self.query_one("#build-file", Static).update(Text("not built: " + message, style="bold"))
         self.app.notify(message, title="index not built", severity="error", markup=False)
 

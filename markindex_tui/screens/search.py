@@ -16,11 +16,13 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Footer, Input, OptionList, Static
 from textual.widgets.option_list import Option
+from textual.worker import Worker
 
 from markindex_core.errors import MarkindexError
 from markindex_core.library import Library
 from markindex_core.search.searcher import Hit, SearchResult
 from markindex_core.text.safe import printable
+from markindex_tui.failures import report_failure
 from markindex_tui.settings import TUI_SEARCH_LIMIT, TUI_SEARCH_PAUSE_SECONDS
 
 
@@ -135,6 +137,9 @@ class SearchScreen(ModalScreen[Hit | None]):
         self._show_info()
         if self.initial_query.strip():
             self.run_search(self.initial_query, pause=False)
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        report_failure(self, event)  # (the message does not bubble to the app)
 
     # ----- searching ----------------------------------------------------------------------------
     @on(Input.Changed, "#query")

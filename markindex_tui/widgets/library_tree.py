@@ -27,6 +27,7 @@ from markindex_core.errors import MarkindexError
 from markindex_core.library import Library
 from markindex_core.text.safe import printable
 from markindex_tui.data import DocListing, FolderListing, Ref, doc_listing, folder_listing
+from markindex_tui.failures import report_failure
 from markindex_tui.settings import TUI_FOLDER_PAGE
 
 Key = tuple[str, str, str]
@@ -107,6 +108,9 @@ class LibraryTree(Tree[Entry]):
 
     def on_mount(self) -> None:
         self.root.expand()
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        report_failure(self, event)  # (the message does not bubble to the app)
 
     # ----- loading ------------------------------------------------------------------------------
     @on(Tree.NodeExpanded)

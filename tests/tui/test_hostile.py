@@ -93,3 +93,26 @@ async def test_a_full_rebuild_and_a_removed_index_are_followed(tmp_path: Path) -
         db.write_bytes(b"not an index")
         await wait_until(pilot, lambda: "index unusable" in str(status.render()))
         assert "not an SQLite database" in str(status.render())
+
+
+async def test_failures_of_screen_workers_are_not_silent(tmp_path: Path) -> None:
+    root = tmp_path / "lib"
+    root.mkdir()
+    for name in ("a", "b"):
+        (root / f"{name}.md").write_text(f"# {name}\n\nbody\n", encoding="utf-8")
+    lib = Library(root)
+    lib.index()
+    app = make_app(root)
+    async with app.run_test(size=(100, 30), notifications=True) as pilot:
+        await settle(pilot)
+        await pilot.press("down")  # a.md
+        await settle(pilot)
+        for f in lib.db_path.parent.glob("index.db*"):
+            f.unlink()
+        await pilot.press("r")  # the screen's reload worker fails: no index
+        await wait_until(pilot, lambda: any("no index at" in t for t in toasts(app)))
+        assert any(t.startswith("refresh index") for t in toasts(app))
+        app.clear_notifications()
+        await pilot.press("down")  # b.md: the screen's preview worker fails
+        await wait_until(pilot, lambda: any("no index at" in t for t in toasts(app)))
+        assert any(t.startswith("load preview") for t in toasts(app))
