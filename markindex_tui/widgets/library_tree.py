@@ -34,12 +34,16 @@ Key = tuple[str, str, str]
 
 
 class Row(NamedTuple):
-    """One child line of a folder; its label is made only when its page is added."""
+    """One child line of a folder, document or section; its label is made only when its page
+    is added."""
 
     ref: Ref
     size: int = 0  # folders: documents below; documents: tokens
+    section: dict[str, Any] | None = None  # sections: their row of `Store.nodes`
 
     def label(self) -> Text:
+        if self.section is not None:
+            return node_label(self.section)
         name = printable(self.ref.path.rpartition("/")[2])
         if self.ref.kind == "folder":
             return folder_label(name, self.size)
@@ -55,8 +59,8 @@ class Entry:
     ref: Ref
     loaded: bool = False  # children added (or queued to be)
     listing: DocListing | None = None  # documents and their sections: the document's nodes
-    rows: list[Row] = field(default_factory=list)  # folders: every child line
-    shown: int = 0  # folders: child lines added so far (paging)
+    rows: list[Row] = field(default_factory=list)  # every child line (folders, documents, sections)
+    shown: int = 0  # child lines added so far (paging)
 
 
 Node = TreeNode[Entry]
@@ -212,12 +216,14 @@ class LibraryTree(Tree[Entry]):
         entry = node.data
         assert entry is not None
         end = min(len(entry.rows), entry.shown + count)
-        added = [self._add(node, row.label(), row.ref) for row in entry.rows[entry.shown : end]]
+        listing = entry.listing  # the document's sections, for section rows
+        page = entry.rows[entry.shown : end]
+        added = [self._add(node, row.label(), row.ref, listing) for row in page]
         entry.shown = end
         left = len(entry.rows) - end
         if left:
             label = Text(f"… {left} more (enter)", style="dim italic")
-            self._add(node, label, Ref("more", entry.ref.path))
+            self._add(node, label, Ref("more", entry.ref.path, entry.ref.node_id))
         return added[0] if added else None
 
     def _next_page(self, more: Node) -> Node | None:
@@ -230,17 +236,27 @@ class LibraryTree(Tree[Entry]):
             self.focus_node(first)
         return first
 
-    def _fill_children(self, node: Node, doc: DocListing, parent_id: str | None) -> None:
+    def _fill_children(
+        self, node: Node, doc: DocListing, parent_id: str | None, upto: int = 0
+    ) -> None:
+        """Add a document's or section's sections, a page at a time like a folder's entries
+        (one heading can have 50 000 sub-sections: adding all at once froze the app)."""
+        entry = node.data
+        assert entry is not None
         path = doc.doc["path"]
-        for n in doc.children(parent_id):
-            ref = Ref("node", path, n["node_id"], n["start_line"], n["subtree_end"])
-            self._add(node, node_label(n), ref, doc)
+        entry.listing = doc
+        entry.rows = [
+            Row(Ref("node", path, n["node_id"], n["start_line"], n["subtree_end"]), section=n)
+            for n in doc.children(parent_id)
+        ]
+        entry.shown = 0
+        self._add_page(node, max(upto, TUI_FOLDER_PAGE))
 
-    def _fill_section(self, node: Node) -> None:
+    def _fill_section(self, node: Node, upto: int = 0) -> None:
         entry = node.data
         if entry is None or entry.listing is None or entry.loaded:
             return
-        self._fill_children(node, entry.listing, entry.ref.node_id)
+        self._fill_children(node, entry.listing, entry.ref.node_id, upto)
         entry.loaded = True
 
     # ----- navigation ---------------------------------------------------------------------------
@@ -342,7 +358,7 @@ class LibraryTree(Tree[Entry]):
             fl.update(more_fl)
             dl.update(more_dl)
         opened = self._opened()
-        shown = {k[1]: e.shown for k, e in opened.items() if k[0] == "folder"}
+        shown = {k: e.shown for k, e in opened.items()}
         cursor = self.selected_ref()
         self._restart_loader()
         self.clear()
@@ -370,19 +386,18 @@ class LibraryTree(Tree[Entry]):
         node: Node,
         fl: dict[str, FolderListing],
         dl: dict[str, DocListing],
-        shown: dict[str, int],
+        shown: dict[Key, int],
     ) -> bool:
         """Add an open node's children again from fresh listings; False when it is gone."""
         entry = node.data
         assert entry is not None
         ref = entry.ref
         if ref.kind == "folder" and ref.path in fl:
-            self._fill_folder(node, fl[ref.path], shown.get(ref.path, 0))
+            self._fill_folder(node, fl[ref.path], shown.get(ref.key, 0))
         elif ref.kind == "document" and ref.path in dl:
-            entry.listing = dl[ref.path]
-            self._fill_children(node, entry.listing, None)
+            self._fill_children(node, dl[ref.path], None, shown.get(ref.key, 0))
         elif ref.kind == "node" and ref.path in dl:
-            self._fill_section(node)
+            self._fill_section(node, shown.get(ref.key, 0))
         else:
             return False
         entry.loaded = True

@@ -116,3 +116,42 @@ async def test_failures_of_screen_workers_are_not_silent(tmp_path: Path) -> None
         await pilot.press("down")  # b.md: the screen's preview worker fails
         await wait_until(pilot, lambda: any("no index at" in t for t in toasts(app)))
         assert any(t.startswith("load preview") for t in toasts(app))
+
+
+async def test_sections_with_many_subsections_are_paged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import markindex_tui.widgets.library_tree as library_tree
+
+    monkeypatch.setattr(library_tree, "TUI_FOLDER_PAGE", 2)  # 50 000 sub-sections in real life
+    root = tmp_path / "lib"
+    root.mkdir()
+    filler = " ".join(f"word{j}" for j in range(400))  # big enough not to be merged
+    parts = [f"## Part {i}\n\nzebra{i} {filler}\n\n" for i in range(5)]
+    (root / "big.md").write_text("# Top\n\nintro\n\n" + "".join(parts), encoding="utf-8")
+    Library(root).index()
+    app = make_app(root)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        tree = app.screen.query_one(LibraryTree)
+        doc = await tree.reveal("big.md")
+        await settle(pilot)
+        assert doc is not None
+        top = doc.children[0]
+        assert str(top.label).startswith("Top")
+        tree.focus_node(top)
+        await pilot.press("right")
+        await settle(pilot)
+        assert [str(c.label) for c in top.children] == ["Part 0", "Part 1", "… 3 more (enter)"]
+        await pilot.press("down", "down", "down", "enter")  # the "… more" line
+        await settle(pilot)
+        assert [str(c.label) for c in top.children][2:] == ["Part 2", "Part 3", "… 1 more (enter)"]
+        await pilot.press("r")  # a reload rebuilds the tree and keeps the pages that were open
+        await settle(pilot)
+        top_again = tree.node_for(("node", "big.md", top.data.ref.node_id if top.data else ""))
+        assert top_again is not None and len(top_again.children) == 5
+        await pilot.press("slash", *"zebra4", "enter")  # the hit is on a page not shown yet
+        await settle(pilot)
+        ref = tree.selected_ref()
+        assert ref is not None and ref.kind == "node"
+        assert str(tree.cursor_node.label if tree.cursor_node else "") == "Part 4"
