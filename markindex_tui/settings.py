@@ -7,5 +7,6 @@ TUI_WRITER_POLL_SECONDS = 2.0  # how often it checks whether a daemon holds the 
 TUI_SEARCH_PAUSE_SECONDS = 0.15  # typing pause before a live search runs
 TUI_SEARCH_LIMIT = 30
 TUI_PREVIEW_MAX_LINES = 300  # preview window; the next one loads as the reader scrolls down
+TUI_PREVIEW_LINE_CHARS = 5000  # a longer line is cut in the preview (wrapping 1 MB froze the UI)
 TUI_FOLDER_PAGE = 500  # tree entries added per folder page ("… N more" loads the next)
 TUI_FOLDER_VIEW_PAGE = 100  # documents per page of the folder view ("… N more" loads the next)

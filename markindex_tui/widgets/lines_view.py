@@ -11,12 +11,18 @@ from textual.widgets.text_area import Selection
 
 from markindex_core.text.safe import printable
 from markindex_tui.data import Preview
+from markindex_tui.settings import TUI_PREVIEW_LINE_CHARS
 
 
-def shown_line(line: str) -> str:
+def shown_line(line: str, limit: int = TUI_PREVIEW_LINE_CHARS) -> str:
     """A document line as the terminal may show it: tabs stay, other control characters are
-    escaped (an ESC in a file must not clear the screen or write the clipboard)."""
-    return "\t".join(printable(part) for part in line.split("\t"))
+    escaped (an ESC in a file must not clear the screen or write the clipboard), and a line
+    longer than `limit` is cut with a note of what was left out (laying out a 1 MB line
+    blocked the app for seconds on every highlight)."""
+    cut = ""
+    if len(line) > limit:
+        line, cut = line[:limit], f" … [{len(line) - limit:,} more characters on this line]"
+    return "\t".join(printable(part) for part in line.split("\t")) + cut
 
 
 class LinesView(TextArea):

@@ -155,3 +155,27 @@ async def test_sections_with_many_subsections_are_paged(
         ref = tree.selected_ref()
         assert ref is not None and ref.kind == "node"
         assert str(tree.cursor_node.label if tree.cursor_node else "") == "Part 4"
+
+
+async def test_a_one_megabyte_line_is_cut_in_the_preview(tmp_path: Path) -> None:
+    from markindex_tui.settings import TUI_PREVIEW_LINE_CHARS
+    from markindex_tui.widgets.lines_view import LinesView
+
+    root = tmp_path / "lib"
+    root.mkdir()
+    (root / "long.md").write_text("# Long\n\n" + "x" * 1_000_000 + "\n\nend\n", encoding="utf-8")
+    Library(root).index()
+    app = make_app(root)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        await pilot.press("down")  # long.md: all its lines in the preview
+        await settle(pilot)
+        lines = app.screen.query_one(LinesView)
+        rows = lines.text.split("\n")
+        assert rows[0] == "# Long" and rows[-1] == "end"  # line numbers stay those of the file
+        long_row = rows[2]
+        assert long_row.startswith("x" * TUI_PREVIEW_LINE_CHARS)
+        assert long_row.endswith(
+            f" … [{1_000_000 - TUI_PREVIEW_LINE_CHARS:,} more characters on this line]"
+        )
+        assert len(long_row) < TUI_PREVIEW_LINE_CHARS + 100
