@@ -197,13 +197,19 @@ class BrowseScreen(Screen[None]):
         if ref.kind == "node":
             return f"[{ref.path}, L{ref.start}-{ref.end}]"
         info = self._info_cache.get(ref.path)
-        lines = int(info.doc["line_count"]) if info is not None else 1
-        return f"[{ref.path}, L1-{lines}]"
+        if info is None:  # its preview has not loaded (or failed): the line count is unknown
+            return None
+        return f"[{ref.path}, L1-{int(info.doc['line_count'])}]"
 
     def action_copy_citation(self) -> None:
         cite = self.citation()
         if cite is None:
-            self.notify("select a document or a section first", severity="warning")
+            ref = self.query_one(LibraryTree).selected_ref()
+            if ref is not None and ref.doc_path is not None:
+                message = "this document's lines are not loaded (see the status line); try again"
+            else:
+                message = "select a document or a section first"
+            self.notify(message, severity="warning")
             return
         self.app.copy_to_clipboard(cite)
         self.notify(printable(cite), title="citation copied", markup=False)

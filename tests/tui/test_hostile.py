@@ -179,3 +179,20 @@ async def test_a_one_megabyte_line_is_cut_in_the_preview(tmp_path: Path) -> None
             f" … [{1_000_000 - TUI_PREVIEW_LINE_CHARS:,} more characters on this line]"
         )
         assert len(long_row) < TUI_PREVIEW_LINE_CHARS + 100
+
+
+async def test_no_citation_is_made_up_when_the_document_could_not_be_read(tmp_path: Path) -> None:
+    root = tmp_path / "lib"
+    root.mkdir()
+    (root / "a.md").write_text("# A\n\nbody\n\nmore\n", encoding="utf-8")
+    lib = Library(root)
+    lib.index()
+    app = make_app(root)
+    async with app.run_test(size=(100, 30), notifications=True) as pilot:
+        await settle(pilot)
+        for f in lib.db_path.parent.glob("index.db*"):
+            f.unlink()
+        await pilot.press("down", "c")  # a.md: its preview fails, its line count is unknown
+        await settle(pilot)
+        assert app.clipboard != "[a.md, L1-1]"  # the document has 5 lines
+        assert any("lines are not loaded" in t for t in toasts(app))
