@@ -105,6 +105,12 @@ class Library:
                 f"--db {self.db_path} is a folder", "pass a file path, e.g. --db /tmp/docs.db"
             )
         folder = self.db_path.parent
+        existing = _nearest(folder)
+        if not existing.is_dir():  # mkdir would say "File exists", which reads as read-only
+            raise InvalidArgument(
+                f"cannot put the index at {self.db_path}: {existing} is a file, not a folder",
+                "pass --db with a path whose folders are folders (or do not exist yet)",
+            )
         try:
             folder.mkdir(parents=True, exist_ok=True)
             probe = folder / ".markindex-write-test"

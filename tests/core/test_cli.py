@@ -191,6 +191,16 @@ def test_db_that_is_a_folder_is_refused_without_side_effects(tmp_path: Path) -> 
     assert not (tmp_path / "dbdir.lock").exists()
 
 
+def test_db_below_a_file_is_refused_as_such(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--db f/index.db` where `f` is a file: said so, not blamed on permissions."""
+    root = make_library(tmp_path / "lib", 2)
+    (tmp_path / "f").write_text("a file\n", encoding="utf-8")
+    code, _, err = run(capsys, "index", str(root), "--db", str(tmp_path / "f" / "sub" / "i.db"))
+    assert code == 1 and "is a file, not a folder" in err and "read-only" not in err, err
+
+
 def test_tree_shows_titles_as_they_are(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Titles are text, never markup: a trailing backslash is shown once, `[red]` as written."""
     root = tmp_path / "lib"
