@@ -129,6 +129,19 @@ class LibraryTree(Tree[Entry]):
             event.stop()
             self._next_page(event.node)
 
+    @on(Tree.NodeHighlighted)
+    def _keep_label_in_view(self, event: Tree.NodeHighlighted[Entry]) -> None:
+        """Textual scrolls a tree only up and down, so deep in folders and sections the cursor's
+        label sat right of the pane, unseen: scroll sideways until it starts in view."""
+        depth, node = 0, event.node
+        while node.parent is not None:
+            depth, node = depth + 1, node.parent
+        x = max(0, depth - (0 if self.show_root else 1)) * self.guide_depth
+        view = self.scrollable_content_region.width
+        shown = min(self.get_label_width(event.node), view // 2)
+        if x < self.scroll_x or x + shown > self.scroll_x + view:
+            self.scroll_to(x=max(0, x - 2 * self.guide_depth), animate=False)
+
     def _request(self, node: Node) -> None:
         """Add `node`'s children: sections at once, folders and documents via the loader."""
         entry = node.data

@@ -56,9 +56,9 @@ async def test_a_failed_build_keeps_saying_why(tmp_path: Path) -> None:
         await settle(pilot)
         await pilot.pause(0.5)  # the progress timer (every 0.1 s) had time to run
         shown = str(app.screen.query_one("#build-file", Static).render())
-        assert "not built: cannot write the index to" in shown
+        assert "not built: cannot put the index at" in shown and "is a file" in shown
         assert str(blocker) in shown
-        assert any("cannot write the index" in t for t in toasts(app))
+        assert any("is a file, not a folder" in t for t in toasts(app))
         assert isinstance(app.screen, BuildScreen)
         assert not app.screen.has_class("-building")  # the buttons are back: try again or quit
 
@@ -196,3 +196,27 @@ async def test_no_citation_is_made_up_when_the_document_could_not_be_read(tmp_pa
         await settle(pilot)
         assert app.clipboard != "[a.md, L1-1]"  # the document has 5 lines
         assert any("lines are not loaded" in t for t in toasts(app))
+
+
+async def test_the_cursor_label_stays_in_view_deep_in_folders(tmp_path: Path) -> None:
+    """30 folders deep the label starts far right of a 39-column pane: the tree scrolls sideways
+    to it, and back when the cursor returns to the top."""
+    root = tmp_path / "lib"
+    rel = "/".join(f"level{i:02d}" for i in range(30)) + "/deep.md"
+    (root / rel).parent.mkdir(parents=True)
+    (root / rel).write_text("# Deep\n\n" + "words " * 300 + "\n", encoding="utf-8")
+    Library(root).index()
+    app = make_app(root)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        tree = app.screen.query_one(LibraryTree)
+        node = await tree.reveal(rel)
+        await settle(pilot)
+        assert node is not None and tree.cursor_node is node
+        view = tree.scrollable_content_region.width
+        depth = rel.count("/") + 1
+        label_x = (depth - (0 if tree.show_root else 1)) * tree.guide_depth
+        assert tree.scroll_x <= label_x < tree.scroll_x + view, (tree.scroll_x, label_x, view)
+        await pilot.press("home")
+        await settle(pilot)
+        assert tree.cursor_line == 0 and tree.scroll_x == 0
