@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from markindex_core.config import DESCRIPTION_PREVIEW_CHARS, TOOL_TITLE_CHARS
 from markindex_core.library import Library
-from markindex_core.serve.status import read_status
+from markindex_core.serve.status import read_status, stale_warning
 from markindex_core.tools.page import preview as cut
 from markindex_tui.settings import TUI_FOLDER_VIEW_PAGE, TUI_PREVIEW_MAX_LINES
 
@@ -144,6 +144,7 @@ class Status:
     writer: str  # "daemon" | "writer" | "none"
     indexed: bool = True  # False: no index file at the path, or it cannot be read
     error: str | None = None  # why it cannot be read
+    stale: str | None = None  # why a live daemon is not keeping the index current
 
 
 def folder_listing(lib: Library, folder: str) -> FolderListing:
@@ -239,6 +240,8 @@ def more_lines(
 def status(lib: Library) -> Status:
     """Index totals and who writes it, via the core's `read_status` (shared with the CLI)."""
     info = read_status(lib)
+    daemon = info["daemon"]
+    stale = stale_warning(daemon) if daemon is not None and daemon["alive"] else None
     if info["daemon_writing"]:
         writer = "daemon"
     elif info["writer_locked"]:
@@ -252,6 +255,7 @@ def status(lib: Library) -> Status:
         writer=writer,
         indexed=bool(info["indexed"]),
         error=info["error"],
+        stale=stale,
     )
 
 

@@ -25,6 +25,8 @@ def render_status(name: str, s: Status, now: float, watching: str) -> Text:
         text.append(f" · indexed {age(max(0.0, now - s.last_index_at))}")
     if watching:
         text.append(f" · {watching}", style="bold")
+    elif s.stale is not None:  # a live daemon that cannot keep up: never "writing"
+        text.append(" · daemon not updating", style="bold yellow")
     elif s.writer == "daemon":
         text.append(" · daemon writing", style="bold")
     elif s.writer == "writer":
@@ -33,6 +35,8 @@ def render_status(name: str, s: Status, now: float, watching: str) -> Text:
         text.append(" · no daemon", style="dim")
     if s.error is not None:  # last: the parts before stay in view when it is long
         text.append(f" · {printable(s.error)}", style="red")
+    elif s.stale is not None and not watching:
+        text.append(f" · {printable(s.stale)}", style="yellow")
     return text
 
 

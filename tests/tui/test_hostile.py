@@ -220,3 +220,36 @@ async def test_the_cursor_label_stays_in_view_deep_in_folders(tmp_path: Path) ->
         await pilot.press("home")
         await settle(pilot)
         assert tree.cursor_line == 0 and tree.scroll_x == 0
+
+
+async def test_a_daemon_that_cannot_write_is_not_shown_as_writing(tmp_path: Path) -> None:
+    """A live daemon in another process that holds the lock but cannot write (an immutable index
+    file) is 'not updating', with its reason; once it writes again, 'daemon writing'."""
+    import subprocess
+
+    from tests.daemon.helpers import DaemonProcess
+
+    root, db = tmp_path / "lib", tmp_path / "idx" / "index.db"
+    root.mkdir()
+    (root / "a.md").write_text("# A\n\nbody\n", encoding="utf-8")
+    Library(root, db).index()
+    (root / "b.md").write_text("# B\n\nmore\n", encoding="utf-8")
+
+    def chattr(flag: str) -> bool:
+        return subprocess.run(["chattr", flag, str(db)], capture_output=True).returncode == 0
+
+    if not chattr("+i"):
+        pytest.skip("chattr +i is not available here")
+    daemon = DaemonProcess(root, db)
+    try:
+        app = make_app(root, db)
+        async with app.run_test(size=(160, 30)) as pilot:
+            bar = app.screen.query_one(StatusBar)
+            await wait_until(pilot, lambda: "daemon not updating" in str(bar.render()), 20)
+            assert "read-only" in str(bar.render())
+            chattr("-i")
+            await wait_until(pilot, lambda: "daemon writing" in str(bar.render()), 30)
+            assert "not updating" not in str(bar.render())
+    finally:
+        chattr("-i")
+        assert daemon.stop() == 0, daemon.log
