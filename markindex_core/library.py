@@ -180,9 +180,8 @@ class Library:
         workers: int | None,
         after_write: AfterWrite | None,
     ) -> IndexReport:
-        from markindex_core.index.indexer import Indexer
+        from markindex_core.index.indexer import rebuild_from_folder
         from markindex_core.store.lock import WriterLock
-        from markindex_core.store.rebuild import build_afresh
 
         self.ensure_db_dir()
         lock = WriterLock(self.db_path)
@@ -191,20 +190,16 @@ class Library:
         except OSError as exc:  # the lock file: disk full, read-only folder
             raise os_error(exc, self.db_path) from None
         try:
-            with build_afresh(self.db_path) as (store, cache_note):
-                indexer = Indexer(
-                    self.root,
-                    store,
-                    ignore=ignore,
-                    setext=setext if setext is not None else self.remembered_setext(),
-                    workers=workers,
-                    after_write=after_write,
-                )
-                report = indexer.run(progress)
-            report.full_rebuild = "asked for (--rebuild)"
-            if cache_note:
-                report.warnings.append(("", cache_note))
-            return report
+            return rebuild_from_folder(
+                self.root,
+                self.db_path,
+                reason="asked for (--rebuild)",
+                ignore=ignore,
+                setext=setext if setext is not None else self.remembered_setext(),
+                workers=workers,
+                after_write=after_write,
+                progress=progress,
+            )
         except (apsw.Error, OSError) as exc:
             raise write_error(exc, self.db_path, 0) from None
         finally:

@@ -62,7 +62,7 @@ from markindex_core.index.writer import RunWriter
 from markindex_core.model import ParsedDocument, SkippedFile
 from markindex_core.store.db import DocState, Store
 from markindex_core.store.lock import WriterLock
-from markindex_core.store.rebuild import rebuild_beside
+from markindex_core.store.rebuild import build_afresh, rebuild_beside
 from markindex_core.text import segment
 
 Progress = Callable[[int, int, str], None]
@@ -460,3 +460,31 @@ def open_for_writing(db_path: Path) -> tuple[Store, WriterLock]:
     except Exception:
         lock.release()
         raise
+
+
+def rebuild_from_folder(
+    root: Path,
+    db_path: Path,
+    *,
+    reason: str,
+    ignore: list[str] | None = None,
+    setext: bool | None = None,
+    workers: int | None = None,
+    after_write: AfterWrite | None = None,
+    progress: Progress | None = None,
+    on_fresh: Callable[[Path], None] | None = None,
+) -> IndexReport:
+    """Index `root` into a new file beside `db_path` and swap it in whole (see
+    `rebuild.build_afresh`): the way out of a damaged index, which is never needed. The caller
+    holds the writer lock. `on_fresh` is told the new file before the swap."""
+    with build_afresh(db_path) as (store, cache_note):
+        if on_fresh is not None:
+            on_fresh(Path(store.conn.filename))
+        indexer = Indexer(
+            root, store, ignore=ignore, setext=setext, workers=workers, after_write=after_write
+        )
+        report = indexer.run(progress)
+    report.full_rebuild = reason
+    if cache_note:
+        report.warnings.append(("", cache_note))
+    return report

@@ -69,7 +69,7 @@ from markindex_core.config import (
     DAEMON_TIDY_IDLE_S,
 )
 from markindex_core.errors import MarkindexError
-from markindex_core.index.indexer import AfterWrite, Indexer, IndexReport
+from markindex_core.index.indexer import AfterWrite, Indexer, IndexReport, rebuild_from_folder
 from markindex_core.index.scan import path_problem
 from markindex_core.library import Library
 from markindex_core.serve.status import (
@@ -92,7 +92,6 @@ from markindex_core.serve.watch import (
 from markindex_core.store.db import Store
 from markindex_core.store.files import rebuild_path
 from markindex_core.store.lock import WriterLock
-from markindex_core.store.rebuild import build_afresh
 
 __all__ = ["Daemon", "DaemonStopped", "read_status", "run_daemon"]
 
@@ -802,28 +801,27 @@ class Daemon:
         (see `rebuild.build_afresh`): readers keep the old one until then. The damaged file is
         only read for its summary cache and the setext choice."""
         self._close_writer()
-        setext = self.setext if self.setext is not None else self.lib.remembered_setext()
-        with build_afresh(self.lib.db_path) as (store, cache_note):
-            # Noted before the swap: the guard then knows the new file as this daemon's own.
-            self._identity.rebuilt = _file_id(Path(store.conn.filename))
-            try:
-                indexer = Indexer(
-                    self.lib.root,
-                    store,
-                    ignore=self.ignore,
-                    setext=setext,
-                    after_write=self.after_write,
-                )
-                report = indexer.run(self._progress)
-            except BaseException:
-                self._identity.rebuilt = None
-                raise
+
+        def adopt(fresh: Path) -> None:  # before the swap: the guard knows it as its own
+            self._identity.rebuilt = _file_id(fresh)
+
+        try:
+            report = rebuild_from_folder(
+                self.lib.root,
+                self.lib.db_path,
+                reason="the index was damaged",
+                ignore=self.ignore,
+                setext=self.setext if self.setext is not None else self.lib.remembered_setext(),
+                after_write=self.after_write,
+                progress=self._progress,
+                on_fresh=adopt,
+            )
+        except BaseException:
+            self._identity.rebuilt = None
+            raise
         self._identity.db = self._identity.rebuilt
         self._damaged.clear()
         self._reopen.set()
-        report.full_rebuild = "the index was damaged"
-        if cache_note:
-            report.warnings.append(("", cache_note))
         _release_memory(report)
         return report
 

@@ -1,9 +1,9 @@
 """Full rebuilds beside the live index: readers keep the old index until the new one is whole.
 
-A format change, a `--setext` toggle or `index --rebuild` rebuilds every document. Clearing the live index first would
-show readers an empty or half-built library for as long as the build runs; instead the writer builds
-into `index.db.rebuild` in the same folder and swaps it in with one `os.replace`. Readers notice the
-new file by its inode (see `files.file_id`) and reopen.
+A format change, a `--setext` toggle or `index --rebuild` rebuilds every document. Clearing the
+live index first would show readers an empty or half-built library for as long as the build runs;
+instead the writer builds into `index.db.rebuild` in the same folder and swaps it in with one
+`os.replace`. Readers notice the new file by its inode (see `files.file_id`) and reopen.
 
 The WAL side files belong to a database *file*, not to its name: a stale `index.db-wal` beside the
 new file would be replayed into it. So the new file is checkpointed and closed by its only
