@@ -164,6 +164,7 @@ DAEMON_WARNING_TTL_S = 1.0  # `mcp` reads another process's daemon state at most
 DAEMON_GUARD_S = 0.5  # how often the daemon checks that root, index file and lock are still its own
 DAEMON_ROOT_WAIT_S = 10.0  # a vanished library folder may come back this long, then the daemon ends
 DAEMON_SHUTDOWN_S = 20.0  # at stop, at most this long for an in-flight reconcile to end and commit
+STATUS_FILE_MAX_BYTES = 1 << 20  # a status file or daemon record bigger than this is not read
 STATUS_FILE_BLOCK = 4096  # the status file is padded to whole blocks (rewritable on a full disk)
 DAEMON_POLL_INTERVAL_S = 2.0  # polling observer interval (--poll, or inotify limits reached)
 DAEMON_OBSERVER_RETRY_S = 60.0  # an observer that stops again this soon is replaced by polling

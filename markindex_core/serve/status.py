@@ -29,9 +29,11 @@ from markindex_core.config import (
     DAEMON_HEARTBEAT_S,
     DAEMON_WARNING_TTL_S,
     STATUS_FILE_BLOCK,
+    STATUS_FILE_MAX_BYTES,
     STATUS_FILE_SUFFIX,
 )
 from markindex_core.errors import MarkindexError
+from markindex_core.index.reading import Unreadable, open_regular, read_at_most
 from markindex_core.store.db import Store
 from markindex_core.store.lock import WriterLock, lock_path_for, writer_active
 
@@ -71,12 +73,15 @@ def _write_json(path: Path, data: dict[str, Any]) -> None:
 
 def _rewrite_in_place(path: Path, text: bytes) -> bool:
     """Overwrite an existing (padded) file at its own size, so no block has to be allocated."""
-    try:
-        fd = os.open(path, os.O_WRONLY)
+    try:  # never blocking on a FIFO or following a link planted in its place
+        fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
     except OSError:
         return False
     try:
-        size = os.fstat(fd).st_size
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return False
+        size = st.st_size
         body = text.rstrip()
         if len(body) + 1 > size:
             return False
@@ -93,9 +98,13 @@ def read_status_file(db_path: Path) -> dict[str, Any] | None:
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:
+    """A status file or daemon record; None when it is missing, not a regular file (a FIFO in
+    its place must not hang `status`, the terminal app or a tool call), too big or not JSON."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        with open_regular(str(path)) as (fd, _):
+            raw = read_at_most(fd, STATUS_FILE_MAX_BYTES + 1)
+        data = json.loads(raw) if len(raw) <= STATUS_FILE_MAX_BYTES else None
+    except (OSError, Unreadable, ValueError):
         return None
     return data if isinstance(data, dict) else None
 

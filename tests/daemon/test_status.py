@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from markindex_core.library import Library
+from markindex_core.serve.status import read_status, status_path
 from markindex_core.store.lock import WriterLock
 from tests.unprivileged import AS_NOBODY, CHILD_ENV
 
@@ -113,3 +114,20 @@ def test_a_daemon_that_cannot_write_the_index_folder_is_shown_retrying(shared_tm
         wait_for(lambda: _status(root, db, prefix=AS_NOBODY)[0]["daemon_writing"], timeout=40)
     finally:
         assert d.stop() == 0, d.log
+
+
+def test_a_fifo_or_a_huge_file_in_place_of_the_status_file_hangs_nothing(tmp_path: Path) -> None:
+    """The status file is read by `status`, the terminal app and every tool call of a plain MCP
+    server: a FIFO there must not block them, nor a 2 MB file be read whole."""
+    root = tmp_path / "lib"
+    root.mkdir()
+    (root / "a.md").write_text("# A\n\nalpha\n", encoding="utf-8")
+    db = tmp_path / "idx" / "index.db"
+    Library(root, db).index()
+    os.mkfifo(status_path(db))
+    cmd = [sys.executable, "-m", "markindex_core", "status", str(root), "--db", str(db), "--json"]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0 and json.loads(out.stdout)["daemon"] is None, out.stderr
+    status_path(db).unlink()
+    status_path(db).write_text('{"pid": 1, "state": "watching"' + " " * (2 << 20) + "}")
+    assert read_status(Library(root, db))["daemon"] is None
