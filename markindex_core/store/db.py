@@ -11,6 +11,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import stat
 import time
 import urllib.parse
 from collections.abc import Iterable, Sequence
@@ -142,6 +143,7 @@ def connect(db_path: Path, *, readonly: bool = False) -> apsw.Connection:
         raise IndexMissing(
             f"no index at {db_path}", "run `markindex index ROOT` first (or pass --db FILE)"
         )
+    _require_regular(db_path)
     if not readonly and not db_path.exists():
         _create(db_path)
     flags = apsw.SQLITE_OPEN_READONLY if readonly else apsw.SQLITE_OPEN_READWRITE
@@ -165,6 +167,20 @@ def connect(db_path: Path, *, readonly: bool = False) -> apsw.Connection:
             conn.close()
         raise
     return conn
+
+
+def _require_regular(db_path: Path) -> None:
+    """Refuse a FIFO, socket or device at the index path: opening it would block, or read a
+    device, instead of failing (`--db` pointed at the wrong file)."""
+    try:
+        mode = os.stat(db_path).st_mode
+    except OSError:
+        return  # missing (a writer creates it) or unreachable: opening says which
+    if not stat.S_ISREG(mode):
+        raise IndexUnusable(
+            f"{db_path} is not an index (not a regular file: a FIFO, socket or device)",
+            "pass --db with the path of an index file, or a new file name to create one there",
+        )
 
 
 def _create(db_path: Path) -> None:
@@ -268,6 +284,7 @@ def check_replaceable(db_path: Path) -> None:
         size = db_path.stat().st_size
     except FileNotFoundError:
         return
+    _require_regular(db_path)
     if size and not sqlite_header(db_path):
         raise IndexUnusable(
             f"{db_path} is not an index (not an SQLite database at all)",

@@ -12,6 +12,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import stat
 import struct
 import weakref
 from pathlib import Path
@@ -140,8 +141,17 @@ def writer_active(lock_path: Path) -> bool:
 
 
 def _read_pid(lock_path: Path) -> int | None:
+    """The pid the writer wrote into the lock file (a FIFO there must not block the reader)."""
     try:
-        text = lock_path.read_text(encoding="utf-8").strip()
-    except (OSError, ValueError):
+        fd = os.open(lock_path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+    except OSError:
         return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        text = os.read(fd, 64).decode("ascii", errors="replace").strip()
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
     return int(text) if text.isdigit() else None

@@ -211,3 +211,21 @@ def test_tree_shows_titles_as_they_are(tmp_path: Path, capsys: pytest.CaptureFix
     code, out, _ = run(capsys, "tree", str(root), "a.md", "--db", str(db))
     assert code == 0 and "Paths C:\\ " in out and "Paths C:\\\\" not in out, out
     assert "[red]x[/red]" in out, out
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["index"], ["index", "--rebuild"], ["search", "x"], ["status"], ["check"], ["tree", "a.md"]],
+)
+def test_db_that_is_a_fifo_is_refused_not_waited_on(tmp_path: Path, command: list[str]) -> None:
+    """Opening a FIFO blocks until a writer comes: `--db` naming one must fail at once."""
+    import os
+
+    root = make_library(tmp_path / "lib", 2)
+    fifo = tmp_path / "pipe.db"
+    os.mkfifo(fifo)
+    verb, *rest = command
+    args = [sys.executable, "-m", "markindex_core", verb, str(root), *rest, "--db", str(fifo)]
+    out = subprocess.run(args, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1, out
+    assert "not a regular file" in out.stderr + out.stdout and "Traceback" not in out.stderr
