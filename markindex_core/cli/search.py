@@ -61,8 +61,11 @@ def cmd_search(args: argparse.Namespace) -> int:
             "check the folder's path relative to ROOT, or search without --folder",
         )
     result = lib.search(args.query, folder=folder, doc_path=doc, limit=args.limit)
+    from markindex_core.serve.status import DaemonWatch
+
+    warning = DaemonWatch(lib.db_path)()  # a live daemon that is not keeping the index current
     if args.json:
-        emit_json(result.to_json())
+        emit_json({**result.to_json(), **({"warning": warning} if warning else {})})
         return 0
     import re
 
@@ -72,6 +75,8 @@ def cmd_search(args: argparse.Namespace) -> int:
     from markindex_core.text.safe import printable
 
     out = console()
+    if warning:
+        console(stderr=True).print(Text(f"warning: {printable(warning)}", style="yellow"))
     if result.notice:
         out.print(Text(printable(result.notice), style="yellow"))
     # Two columns read well at 80 characters: the citation, the section path and the snippet stack.

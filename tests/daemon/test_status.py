@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from markindex_core.library import Library
 from markindex_core.serve.status import read_status, status_path
 from markindex_core.store.lock import WriterLock
@@ -131,3 +133,43 @@ def test_a_fifo_or_a_huge_file_in_place_of_the_status_file_hangs_nothing(tmp_pat
     status_path(db).unlink()
     status_path(db).write_text('{"pid": 1, "state": "watching"' + " " * (2 << 20) + "}")
     assert read_status(Library(root, db))["daemon"] is None
+
+
+def test_cli_search_warns_while_the_daemon_cannot_write(tmp_path: Path) -> None:
+    """`markindex search` beside a live daemon that cannot write: results come with a warning
+    naming the daemon (stderr, and `warning` in --json); none once it writes again."""
+    root = _lib(tmp_path, {"a.md": "# A\n\nalpha\n"})
+    db = tmp_path / "idx" / "index.db"
+    Library(root, db).index()
+
+    def chattr(flag: str) -> bool:
+        return subprocess.run(["chattr", flag, str(db)], capture_output=True).returncode == 0
+
+    def search(*extra: str) -> subprocess.CompletedProcess[str]:
+        cmd = [
+            sys.executable,
+            "-m",
+            "markindex_core",
+            "search",
+            str(root),
+            "alpha",
+            "--db",
+            str(db),
+        ]
+        return subprocess.run([*cmd, *extra], capture_output=True, text=True, timeout=60)
+
+    if not chattr("+i"):
+        pytest.skip("chattr +i is not available here")
+    d = DaemonProcess(root, db)
+    try:
+        wait_for(
+            lambda: (read_status(Library(root, db))["daemon"] or {}).get("state") == "retrying", 20
+        )
+        data = json.loads(search("--json").stdout)
+        assert data["hits"] and f"daemon pid {d.proc.pid}" in data["warning"]
+        assert "not updating" in search().stderr
+        chattr("-i")
+        wait_for(lambda: "warning" not in json.loads(search("--json").stdout), 30)
+    finally:
+        chattr("-i")
+        assert d.stop() == 0, d.log
