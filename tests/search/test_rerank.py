@@ -19,6 +19,15 @@ def _filler(n: int) -> str:
     return " ".join(f"filler{n}x{i}" for i in range(200))
 
 
+def _indexed_with_notes(root: Path) -> Library:
+    """Index `root` after adding 12 unrelated notes, so the test words are rare (high IDF)."""
+    for n in range(12):
+        (root / f"n{n}.md").write_text(f"# Note {n}\n\nAbout gardening {n}.\n", encoding="utf-8")
+    lib = Library(root)
+    lib.index()
+    return lib
+
+
 def test_a_document_answering_with_several_passages_outranks_a_passing_mention(
     tmp_path: Path,
 ) -> None:
@@ -39,10 +48,7 @@ def test_a_document_answering_with_several_passages_outranks_a_passing_mention(
         f" back and the operator is told.\n\n{_filler(3)}\n",
         encoding="utf-8",
     )
-    for n in range(12):
-        (root / f"n{n}.md").write_text(f"# Note {n}\n\nAbout gardening {n}.\n", encoding="utf-8")
-    lib = Library(root)
-    lib.index()
+    lib = _indexed_with_notes(root)
     hits = lib.search("zorblax frobnication quota").hits
     assert [h.doc_path for h in hits[:2]] == ["guide.md", "guide.md"]
     assert "refs.md" in [h.doc_path for h in hits]
@@ -79,10 +85,7 @@ def test_a_table_of_contents_gives_way_to_the_sections_it_lists(tmp_path: Path) 
         f"# KEP-9: Quux gateway\n\n## Table of Contents\n\n{contents}\n\n{body}\n",
         encoding="utf-8",
     )
-    for n in range(12):
-        (root / f"n{n}.md").write_text(f"# Note {n}\n\nAbout gardening {n}.\n", encoding="utf-8")
-    lib = Library(root)
-    lib.index()
+    lib = _indexed_with_notes(root)
     hits = lib.search("how often does the quux gateway retry a failed request").hits
     assert hits[0].title_path[-1] == "Quux gateway retries"
     assert all(h.title_path[-1] != "Table of Contents" for h in hits[:3])
@@ -148,10 +151,7 @@ def test_a_references_list_gives_way_to_the_passage_that_answers(tmp_path: Path)
         f"- Expired authenticator renewal and sign in\n\n{others}\n",
         encoding="utf-8",
     )
-    for n in range(12):
-        (root / f"n{n}.md").write_text(f"# Note {n}\n\nAbout gardening {n}.\n", encoding="utf-8")
-    lib = Library(root)
-    lib.index()
+    lib = _indexed_with_notes(root)
     hits = lib.search("what happens when an expired authenticator is used to sign in").hits
     assert [h.title_path[-1] for h in hits[:2]] == ["Lifecycle", "References"]
     lib.close()
