@@ -7,7 +7,6 @@ import functools
 import logging
 import threading
 import time
-from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from markindex_core.cli.common import (
@@ -17,7 +16,7 @@ from markindex_core.cli.common import (
     open_library,
 )
 from markindex_core.config import MCP_HTTP_HOST, MCP_HTTP_PORT
-from markindex_core.errors import MarkindexError
+from markindex_core.errors import MarkindexError, WriterBusy
 
 if TYPE_CHECKING:
     from markindex_core.library import Library
@@ -77,26 +76,44 @@ def register(sub: Subparsers) -> None:
     p.set_defaults(func=cmd_mcp)
 
 
-def reindex_in_background(
-    lib: Library, *, ignore: list[str] | None, setext: bool | None
-) -> Callable[[], Awaitable[None]]:
-    """A background job that indexes on a daemon thread (never inside a tool call).
+class StartupReindex:
+    """`--reindex-on-start`: a build on a daemon thread (never inside a tool call), and what tool
+    envelopes should say meanwhile (`warning`).
 
     A daemon thread, not a worker of the event loop: when the client goes away the process exits
     at once; an interrupted build is rolled back by SQLite and resumed by the next run.
     """
 
-    def work() -> None:
+    def __init__(self, lib: Library, *, ignore: list[str] | None, setext: bool | None) -> None:
+        self.lib, self.ignore, self.setext = lib, ignore, setext
+        self._state: str | None = None  # set while answers may not match the folder
+        lib.expect_build()  # tools say INDEX_BUILDING, not INDEX_MISSING, until the build has run
+
+    def warning(self) -> str | None:
+        return self._state
+
+    async def start(self) -> None:
+        self._state = f"the index is being brought up to date (re-index at start, {_now()})"
+        threading.Thread(target=self._work, name="markindex-reindex", daemon=True).start()
+
+    def _work(self) -> None:
         t0 = time.perf_counter()
-        log.info("indexing %s in the background", lib.root)
+        log.info("indexing %s in the background", self.lib.root)
         try:
-            report = lib.index(ignore=ignore, setext=setext)
-        except MarkindexError as exc:
+            report = self.lib.index(ignore=self.ignore, setext=self.setext)
+        except WriterBusy as exc:  # another writer brings it up to date
             log.warning("background indexing skipped: %s", exc)
+            self._state = None
             return
-        except Exception:
+        except Exception as exc:  # what it is goes to the log; the envelopes say it failed
+            detail = exc.message if isinstance(exc, MarkindexError) else type(exc).__name__
             log.exception("background indexing failed")
+            self._state = (
+                f"the re-index at start failed ({detail}); answers come from the index as it "
+                "was, which may miss changes to the folder"
+            )
             return
+        self._state = None
         log.info(
             "index up to date in %.1fs: added %d, updated %d, removed %d, unchanged %d",
             time.perf_counter() - t0,
@@ -106,11 +123,9 @@ def reindex_in_background(
             report.unchanged,
         )
 
-    async def start() -> None:
-        threading.Thread(target=work, name="markindex-reindex", daemon=True).start()
 
-    lib.expect_build()  # tools say INDEX_BUILDING, not INDEX_MISSING, until the build has run
-    return start
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S%z")
 
 
 def _check_http_options(args: argparse.Namespace) -> None:
@@ -153,19 +168,22 @@ def cmd_mcp(args: argparse.Namespace) -> int:
         return _run_watch(lib, args)
     from markindex_core.serve.status import DaemonWatch
 
-    # A daemon in another process may keep this index live: its trouble reaches the envelopes.
-    lib.live_warning = DaemonWatch(lib.db_path)
+    # A daemon in another process may keep this index live: its trouble reaches the envelopes,
+    # and so does a re-index at start that runs or failed.
+    daemon = DaemonWatch(lib.db_path)
+    reindex = (
+        StartupReindex(lib, ignore=args.ignore, setext=args.setext)
+        if args.reindex_on_start
+        else None
+    )
+    lib.live_warning = lambda: (reindex.warning() if reindex else None) or daemon()
     if not args.reindex_on_start and not lib.has_index():
         log.warning(
             "no index at %s yet: tools will say so until `markindex index %s` has run",
             lib.db_path,
             lib.root,
         )
-    background = (
-        [reindex_in_background(lib, ignore=args.ignore, setext=args.setext)]
-        if args.reindex_on_start
-        else []
-    )
+    background = [reindex.start] if reindex is not None else []
     import anyio
 
     from markindex_core.serve import mcp_server

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
@@ -131,6 +132,49 @@ async def test_reindex_on_start_says_building_from_the_first_call(
                 await anyio.sleep(0.02)
             assert env["success"] and env["data"]["documents_below"] == 4
     assert set(codes) <= {"INDEX_BUILDING"}, codes  # never INDEX_MISSING
+
+
+async def test_a_failed_reindex_on_start_is_in_every_envelope(
+    sample_library: Path, tmp_path: Path
+) -> None:
+    """The re-index at start cannot write (an immutable index file): answers come from the
+    index as it was, and each envelope says so, instead of passing for current."""
+    db = tmp_path / "idx" / "index.db"
+    Library(sample_library, db).index()
+    if subprocess.run(["chattr", "+i", str(db)], capture_output=True).returncode != 0:
+        pytest.skip("chattr +i is not available here")
+    try:
+        with anyio.fail_after(120):
+            async with client_for(sample_library, db, "--reindex-on-start") as client:
+                t0 = time.monotonic()
+                while True:
+                    env = await call(client, "browse_documents", {})
+                    if "failed" in env.get("warning", "") or time.monotonic() - t0 > 60:
+                        break
+                    await anyio.sleep(0.05)
+        assert env["success"] and env["data"]["documents_below"] == 4, env
+        assert "the re-index at start failed" in env["warning"], env
+    finally:
+        subprocess.run(["chattr", "-i", str(db)], capture_output=True)
+
+
+async def test_a_finished_reindex_on_start_leaves_no_warning(
+    sample_library: Path, tmp_path: Path
+) -> None:
+    db = tmp_path / "idx" / "index.db"
+    Library(sample_library, db).index()
+    with anyio.fail_after(120):
+        async with client_for(sample_library, db, "--reindex-on-start") as client:
+            t0 = time.monotonic()
+            seen: list[str] = []
+            while time.monotonic() - t0 < 60:
+                env = await call(client, "browse_documents", {})
+                if "warning" not in env:
+                    break
+                seen.append(env["warning"])
+                await anyio.sleep(0.02)
+            assert env["success"] and "warning" not in env, env
+    assert all("being brought up to date" in w for w in seen), seen
 
 
 def test_a_scheduled_build_is_reported_as_building(sample_library: Path, tmp_path: Path) -> None:
