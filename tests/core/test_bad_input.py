@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from markindex_core.config import MAX_FILE_BYTES
-from markindex_core.errors import ReadOnlyLibrary
+from markindex_core.errors import InvalidArgument, ReadOnlyLibrary
 from markindex_core.library import Library
 
 from .helpers import REPO_ROOT, check_store_consistent, write
@@ -199,6 +199,6 @@ def test_read_only_library_without_db_suggests_db(tmp_path: Path) -> None:
 def test_index_folder_that_cannot_be_created(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("not a folder", encoding="utf-8")
     write(tmp_path / "lib", "a.md", "# A\n")
-    with pytest.raises(ReadOnlyLibrary) as err:
+    with pytest.raises(InvalidArgument) as err:
         Library(tmp_path / "lib", tmp_path / "file" / "index.db").index()
-    assert "--db" in err.value.hint
+    assert "is a file, not a folder" in err.value.message and "--db" in err.value.hint
