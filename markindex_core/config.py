@@ -169,7 +169,6 @@ STATUS_FILE_BLOCK = 4096  # the status file is padded to whole blocks (rewritabl
 DAEMON_POLL_INTERVAL_S = 2.0  # polling observer interval (--poll, or inotify limits reached)
 DAEMON_OBSERVER_RETRY_S = 60.0  # an observer that stops again this soon is replaced by polling
 DAEMON_FULL_SCAN_PATHS = 2000  # more dirty paths than this: one full reconcile is cheaper
-DAEMON_RACY_S = 2.0  # a file written this close to its indexing is re-hashed on its next event
 DAEMON_RETRY_S = (1.0, 30.0)  # back-off after a failed reconcile: first, maximum
 DAEMON_ERRORS_KEPT = 20  # recent errors kept in the status file
 STATUS_FILE_SUFFIX = ".daemon.json"  # beside the index: ROOT/.markindex/index.db.daemon.json

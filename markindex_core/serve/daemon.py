@@ -60,7 +60,6 @@ from markindex_core.config import (
     DAEMON_OBSERVER_RETRY_S,
     DAEMON_POLL_INTERVAL_S,
     DAEMON_QUIET_MS,
-    DAEMON_RACY_S,
     DAEMON_RETRY_S,
     DAEMON_ROOT_WAIT_S,
     DAEMON_SETTLED_QUIET_MS,
@@ -783,7 +782,7 @@ class Daemon:
             _release_memory(report)
             return report
         t0 = time.perf_counter()
-        self._unstick_racy(store, paths)
+        self._rehash_named(store, paths)
         self._forget_skips(store, paths)
         t1 = time.perf_counter()
         report = indexer.run(self._progress, paths=paths)
@@ -831,12 +830,14 @@ class Daemon:
             raise _Stopping
         self._set(progress={"done": done, "total": total})
 
-    def _unstick_racy(self, store: Store, paths: list[str]) -> None:
-        """Make the indexer hash files whose stat looks unchanged but may not be.
+    def _rehash_named(self, store: Store, paths: list[str]) -> None:
+        """Make the indexer hash the files an event named, even when their stat looks unchanged.
 
-        A file rewritten within the file system's timestamp granularity of its last indexing keeps
-        its size and mtime; the event says it changed, so forget the stored stat and let the hash
-        decide (the "racy clean" problem git solves the same way).
+        A file rewritten within the file system's timestamp granularity of its last indexing
+        keeps its size and mtime (the "racy clean" problem git solves the same way), and so does
+        an edit that restores them (`cp -p`, `rsync -t`, `touch -r`). The event says it changed:
+        forget the stored stat and let the content hash decide. Only named files are read: the
+        cost is per event, never per library.
         """
         with store.conn:  # one transaction for all the touches
             for rel in paths:
@@ -847,9 +848,11 @@ class Daemon:
                 except OSError:
                     continue
                 doc = store.document(rel)
-                if doc is None or doc["size"] != st.st_size or doc["mtime_ns"] != st.st_mtime_ns:
-                    continue
-                if st.st_mtime_ns >= (float(doc["indexed_at"]) - DAEMON_RACY_S) * 1e9:
+                if (
+                    doc is not None
+                    and doc["size"] == st.st_size
+                    and doc["mtime_ns"] == st.st_mtime_ns
+                ):
                     store.touch(rel, st.st_size, 0)
 
     def _forget_skips(self, store: Store, paths: list[str] | None) -> None:

@@ -238,3 +238,18 @@ def test_a_rewrite_that_keeps_size_and_mtime_is_still_seen(tmp_path: Path) -> No
         os.utime(tmp, ns=(st.st_atime_ns, st.st_mtime_ns))  # same mtime, as a coarse clock gives
         os.replace(tmp, root / "a.md")
         wait_for(lambda: find(db, root, "wombat") == {"a.md"})
+
+
+def test_an_edit_that_restores_an_old_mtime_is_still_seen(tmp_path: Path) -> None:
+    """`cp -p`, `rsync -t`, `touch -r`: same size, and the mtime set back to one long before the
+    file was indexed (outside any racy window). The event names the file: its hash decides."""
+    root = _lib(tmp_path, {"a.md": "# A\n\nwalrus\n"})
+    old = time.time_ns() - 3600 * 10**9
+    os.utime(root / "a.md", ns=(old, old))
+    db = tmp_path / "idx" / "index.db"
+    with running_daemon(root, db):
+        assert find(db, root, "walrus") == {"a.md"}
+        with (root / "a.md").open("r+", encoding="utf-8") as f:  # in place: same inode
+            f.write("# A\n\nwombat\n")  # same size
+        os.utime(root / "a.md", ns=(old, old))
+        wait_for(lambda: find(db, root, "wombat") == {"a.md"})
