@@ -38,10 +38,11 @@ import gc
 import logging
 import os
 import signal
+import stat
 import sys
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -776,7 +777,14 @@ class Daemon:
         # Cheap (nested .gitignore files load lazily) and needed for folders that moved in.
         indexer.reload_rules()
         paths = minimal_paths(batch.paths)
-        if batch.full or batch.rules_changed or len(paths) > DAEMON_FULL_SCAN_PATHS:
+        full = batch.full or batch.rules_changed or len(paths) > DAEMON_FULL_SCAN_PATHS
+        if not full and self._hard_linked(batch.paths):
+            # inotify names only the link written through: another name of the same file in
+            # the library changed too, with no event of its own. A full reconcile compares
+            # every file's stat, and a shared inode's new size or mtime shows under each name.
+            self._unstick_racy(store, paths)
+            full = True
+        if full:
             self._forget_skips(store, None)
             report = indexer.run(self._progress)
             _release_memory(report)
@@ -854,6 +862,17 @@ class Daemon:
                     and doc["mtime_ns"] == st.st_mtime_ns
                 ):
                     store.touch(rel, st.st_size, 0)
+
+    def _hard_linked(self, paths: Iterable[str]) -> bool:
+        """Whether one of `paths` is a regular file with more than one name (a hard link)."""
+        for rel in paths:
+            try:
+                st = os.stat(self.lib.root / rel, follow_symlinks=False)
+            except OSError:
+                continue
+            if stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
+                return True
+        return False
 
     def _forget_skips(self, store: Store, paths: list[str] | None) -> None:
         """Retry skipped files on a full reconcile (`paths` None) and whenever an event points at

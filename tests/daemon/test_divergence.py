@@ -1,0 +1,61 @@
+"""Changes no file event names: after them, the live index still equals a fresh full index.
+
+Each test runs a real daemon subprocess on a real folder, makes a change whose effect on some
+path reaches inotify under another path (or under none), lets the events settle and compares
+the live index with a fresh build of the same folder.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from markindex_core.store.db import Store
+
+from .helpers import (
+    DaemonProcess,
+    diff_snapshots,
+    find,
+    fresh_build,
+    index_snapshot,
+    running_daemon,
+    wait_for,
+)
+from .helpers import make_lib as _lib
+
+QUERIES = ["walrus", "narwhal", "otter"]
+
+
+def _differences(root: Path, db: Path, fresh: Path) -> list[str]:
+    """What the live index and a fresh build of `root` disagree on."""
+    fresh_build(root, fresh)
+    live, built = Store(db, readonly=True), Store(fresh, readonly=True)
+    try:
+        return diff_snapshots(index_snapshot(live, QUERIES), index_snapshot(built, QUERIES))
+    finally:
+        live.close()
+        built.close()
+
+
+def _assert_equal_to_fresh_build(d: DaemonProcess, tmp_path: Path, since: float) -> None:
+    d.wait_settled(since)
+    time.sleep(0.5)  # any follow-up reconcile has started by now
+    d.wait_settled(since)
+    diff = _differences(d.root, d.db, tmp_path / "fresh" / "index.db")
+    assert not diff, "\n".join(diff) + f"\n--- daemon log:\n{d.log[-2000:]}"
+
+
+def test_an_edit_through_one_hard_link_reaches_the_other(tmp_path: Path) -> None:
+    """inotify names only the link written through; the other name's content changed too."""
+    root = _lib(tmp_path, {"a.md": "# A\n\nwalrus\n", "b.md": "# B\n\notter\n"})
+    os.link(root / "a.md", root / "a-link.md")
+    db = tmp_path / "idx" / "index.db"
+    with running_daemon(root, db) as d:
+        assert find(db, root, "walrus") == {"a.md", "a-link.md"}
+        since = time.time()
+        with open(root / "a.md", "a", encoding="utf-8") as f:
+            f.write("\nnarwhal\n")
+        wait_for(lambda: "a.md" in find(db, root, "narwhal"))
+        _assert_equal_to_fresh_build(d, tmp_path, since)
+        assert find(db, root, "narwhal") == {"a.md", "a-link.md"}
