@@ -152,7 +152,20 @@ def _print_index(out: Console, st: dict[str, Any]) -> None:
 
 def _print_daemon(out: Console, st: dict[str, Any]) -> None:
     d = st["daemon"]
-    if d and d["alive"]:
+    if d and d.get("unresponsive"):
+        out.print(
+            f"[red]daemon: pid {d['pid']} holds the writer lock but has not responded for "
+            f"{d['heartbeat_age']:.0f} s: the index is not updating[/]"
+        )
+        out.print(
+            f"  [yellow]it was stopped (SIGSTOP, Ctrl-Z) or hangs: resume it (kill -CONT "
+            f"{d['pid']}), or end it and start `markindex daemon` again[/]"
+        )
+        if d.get("last_reconcile_at"):
+            out.print(f"  last reconcile {_ago(d['last_reconcile_at'])}")
+        for other in st.get("other_daemons", []):
+            _print_live_daemon(out, other)
+    elif d and d["alive"]:
         _print_live_daemon(out, d)
         for other in st.get("other_daemons", []):
             _print_live_daemon(out, other)

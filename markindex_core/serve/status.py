@@ -271,7 +271,7 @@ def read_status(lib: Library) -> dict[str, Any]:
     locked, pid = writer_lock_state(db)
     out["writer_locked"] = locked
     out["writer_pid"] = pid
-    daemon, others = daemon_states(db, locked)
+    daemon, others = daemon_states(db, locked, pid)
     out["daemon"] = daemon
     out["other_daemons"] = others
     out["daemon_writing"] = bool(daemon and daemon["writing"])
@@ -279,26 +279,27 @@ def read_status(lib: Library) -> dict[str, Any]:
 
 
 def daemon_states(
-    db: Path, locked: bool | None = None
+    db: Path, locked: bool | None = None, holder: int | None = None
 ) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
     """The daemon of index `db` (see `read_status`: `daemon`) and further live ones
-    (`other_daemons`), without opening the index: cheap enough for every tool call."""
+    (`other_daemons`), without opening the index: cheap enough for every tool call.
+    `locked` and `holder` are `writer_lock_state(db)`, read here when not given."""
     if locked is None:
-        locked = writer_lock_state(db)[0]
+        locked, holder = writer_lock_state(db)
     now = time.time()
     daemon = read_status_file(db)
     if daemon is not None:
-        _judge(daemon, now, locked)
+        _judge(daemon, now, locked, holder)
     seen = {daemon.get("pid")} if daemon is not None else set()
     others: list[dict[str, Any]] = []
     for record in read_daemon_records(db):
-        _judge(record, now, locked)
+        _judge(record, now, locked, holder)
         if record["alive"] and record.get("pid") not in seen:
             seen.add(record.get("pid"))
             others.append(record)
     # The writer first, then the longest running.
     others.sort(key=lambda d: (not d["writing"], _float(d.get("started_at")) or 0.0))
-    if others and (daemon is None or not daemon["alive"]):
+    if others and (daemon is None or not (daemon["alive"] or daemon["unresponsive"])):
         daemon = others.pop(0)  # the file beside the index is stale or missing: this one lives
     return daemon, others
 
@@ -315,6 +316,8 @@ def stale_warning(daemon: dict[str, Any]) -> str | None:
         if done_at
         else "; answers may miss changes made before or since it started"
     )
+    if daemon.get("unresponsive"):
+        return f"the live index is not updating: {unresponsive_reason(daemon)}{since}"
     if state.startswith("stop"):
         return f"the live index has stopped updating{since}"
     if reason and state in ("retrying", "recovering", "reconciling", "starting"):
@@ -323,6 +326,17 @@ def stale_warning(daemon: dict[str, Any]) -> str | None:
     if not daemon.get("reconciles") and state in ("starting", "reconciling"):
         return "the live index is catching up with the folder after its start" + since
     return None
+
+
+def unresponsive_reason(daemon: dict[str, Any]) -> str:
+    """What `markindex status` and tool envelopes say of a daemon that holds the writer lock but
+    no longer beats (see `_judge`)."""
+    age = _float(daemon.get("heartbeat_age"))
+    quiet = f" for {age:.0f} s" if age is not None else ""
+    return (
+        f"its daemon pid {daemon.get('pid')} holds the writer lock but has not responded{quiet}"
+        " (stopped with SIGSTOP or Ctrl-Z, or hung)"
+    )
 
 
 class DaemonWatch:
@@ -341,7 +355,7 @@ class DaemonWatch:
             if now - self._read_at >= DAEMON_WARNING_TTL_S:
                 self._read_at = now
                 daemon, _ = daemon_states(self.db)
-                live = daemon is not None and daemon["alive"]
+                live = daemon is not None and (daemon["alive"] or daemon["unresponsive"])
                 self._warning = stale_warning(daemon) if live and daemon else None
                 if self._warning and daemon:
                     self._warning = f"daemon pid {daemon.get('pid')}: {self._warning}"
@@ -352,17 +366,20 @@ def _iso(seconds: float) -> str:
     return datetime.fromtimestamp(seconds, UTC).isoformat(timespec="seconds")
 
 
-def _judge(daemon: dict[str, Any], now: float, locked: bool) -> None:
-    """Add the computed keys: alive (process exists, heartbeat fresh), heartbeat_age, writing."""
+def _judge(daemon: dict[str, Any], now: float, locked: bool, holder: int | None = None) -> None:
+    """Add the computed keys: alive (process exists, heartbeat fresh), unresponsive (holds the
+    writer lock, heartbeat stale: stopped with SIGSTOP or hung), heartbeat_age, writing."""
     beat = _float(daemon.get("heartbeat_at")) or 0.0
     dpid = daemon.get("pid")
-    alive = (
+    running = (
         isinstance(dpid, int)
         and not str(daemon.get("state")).startswith("stopped")
-        and now - beat < STALE_AFTER_S
         and _pid_alive(dpid)
     )
+    alive = running and now - beat < STALE_AFTER_S
     daemon["alive"] = alive
+    # The lock's holder wrote its pid, and holds the lock: no reused pid can pass for it.
+    daemon["unresponsive"] = bool(running and not alive and locked and holder == dpid)
     daemon["heartbeat_age"] = round(now - beat, 3) if beat else None
     daemon["writing"] = bool(alive and daemon.get("writing") and locked)
 

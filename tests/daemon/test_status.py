@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +14,7 @@ from typing import Any
 import pytest
 
 from markindex_core.library import Library
-from markindex_core.serve.status import read_status, status_path
+from markindex_core.serve.status import STALE_AFTER_S, DaemonWatch, read_status, status_path
 from markindex_core.store.lock import WriterLock
 from tests.unprivileged import AS_NOBODY, CHILD_ENV
 
@@ -172,4 +173,40 @@ def test_cli_search_warns_while_the_daemon_cannot_write(tmp_path: Path) -> None:
         wait_for(lambda: "warning" not in json.loads(search("--json").stdout), 30)
     finally:
         chattr("-i")
+
+
+def test_a_frozen_daemon_holding_the_writer_lock_is_not_taken_for_another_writer(
+    tmp_path: Path,
+) -> None:
+    """A daemon stopped with SIGSTOP (a suspended job) or hung keeps the writer lock and stops
+    its heartbeat: nothing updates the index. Status and a plain `markindex mcp` beside it must
+    say so, not "no daemon; another process is writing the index" and no warning at all."""
+    root = _lib(tmp_path, {"a.md": "# A\n\nalpha\n"})
+    db = tmp_path / "idx" / "index.db"
+    d = DaemonProcess(root, db)
+    try:
+        d.wait_writing()
+        os.kill(d.proc.pid, signal.SIGSTOP)
+        try:
+            (root / "a.md").write_text("# A\n\nbravo\n", encoding="utf-8")  # never indexed
+
+            def frozen() -> tuple[dict[str, Any], str] | None:
+                st, text = _status(root, db)
+                return (st, text) if st["daemon"] and not st["daemon"]["alive"] else None
+
+            st, text = wait_for(frozen, timeout=STALE_AFTER_S + 5, interval=0.5)
+            assert st["daemon"]["pid"] == d.proc.pid and st["daemon"]["unresponsive"], st
+            assert "no daemon" not in text and "another process" not in text, text
+            assert f"daemon: pid {d.proc.pid} holds the writer lock but has not responded" in text
+            warning = DaemonWatch(db)()
+            assert warning and "the live index is not updating" in warning, warning
+            assert f"pid {d.proc.pid}" in warning, warning
+        finally:
+            os.kill(d.proc.pid, signal.SIGCONT)
+        d.wait_settled(0)
+        wait_for(lambda: (s := _status(root, db)[0])["daemon"]["alive"] and s, timeout=10)
+        st, text = _status(root, db)
+        assert not st["daemon"]["unresponsive"] and "has not responded" not in text, text
+        assert DaemonWatch(db)() is None
+    finally:
         assert d.stop() == 0, d.log
