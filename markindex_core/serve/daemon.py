@@ -292,6 +292,7 @@ class Daemon:
         self._abort = threading.Event()  # the session restarts: end the running reconcile
         self._reopen = threading.Event()  # reopen the writer store before the next reconcile
         self._damaged = threading.Event()  # build the index again before the next reconcile
+        self._events_lost = threading.Event()  # inotify's queue overflowed: say so, reconcile all
         self._stopper: threading.Thread | None = None
         self._tidied_for: float | None = None
         self._catching_up: asyncio.Future[None] | None = None  # a slice of summaries, if any
@@ -479,7 +480,7 @@ class Daemon:
     def _start_watching(self) -> None:
         assert self._coalescer is not None
         handler = LibraryEvents(self.lib.root, self._coalescer, index_dir=self.lib.db_path.parent)
-        self._alarm = OverflowAlarm(self._coalescer.request_full)
+        self._alarm = OverflowAlarm(self._on_overflow)
         self._alarm.install()
         # Watch first, then reconcile: an edit during the first scan is then never lost.
         self._watch = start_watching(self.lib.root, handler, poll=self.poll)
@@ -532,7 +533,7 @@ class Daemon:
                 continue
             # Start writing first: the status file can be written while the reconcile runs.
             pending = loop.run_in_executor(self._writer, self._reconcile, batch)
-            self._begin()
+            self._begin(batch)
             try:
                 report = await pending
             except (asyncio.CancelledError, _Stopping, _Lost):
@@ -882,8 +883,15 @@ class Daemon:
         if retry:
             store.delete_documents(retry)
 
+    def _on_overflow(self) -> None:
+        """watchdog's thread: the kernel dropped file events. Reconcile everything; the full
+        reconcile that follows says why it runs (see `_begin`)."""
+        assert self._coalescer is not None
+        self._events_lost.set()
+        self._coalescer.request_full()
+
     # ----- status (event loop) ----------------------------------------------------------------
-    def _begin(self) -> None:
+    def _begin(self, batch: Batch) -> None:
         assert self._coalescer is not None
         self._set(
             state="reconciling",
@@ -891,6 +899,14 @@ class Daemon:
             last_reconcile_started_at=time.time(),
             last_event_at=self._coalescer.last_event_at or None,
         )
+        if batch.full and self._events_lost.is_set():
+            # Until this reconcile ends the index misses changes no event told of: in the log,
+            # status and every tool envelope (a reason while reconciling makes it warn).
+            self._events_lost.clear()
+            reason = "file events were lost (the inotify event queue overflowed)"
+            hint = "reconciling everything to find what changed"
+            self._error("", f"{reason}: {hint}")
+            self._set(reason=reason, hint=hint)
         self._publish()
 
     def _end(self, batch: Batch, report: IndexReport) -> None:

@@ -8,6 +8,7 @@ the live index with a fresh build of the same folder.
 from __future__ import annotations
 
 import os
+import signal
 import time
 from pathlib import Path
 
@@ -59,3 +60,27 @@ def test_an_edit_through_one_hard_link_reaches_the_other(tmp_path: Path) -> None
         wait_for(lambda: "a.md" in find(db, root, "narwhal"))
         _assert_equal_to_fresh_build(d, tmp_path, since)
         assert find(db, root, "narwhal") == {"a.md", "a-link.md"}
+
+
+def test_an_inotify_overflow_is_reconciled_and_said(tmp_path: Path) -> None:
+    """Events the kernel dropped are found by a full reconcile, and the daemon says they were
+    lost (log, status errors) instead of only watchdog's own log line."""
+    files = {f"d{i // 100}/f{i}.md": f"# F{i}\n\nwalrus {i}\n" for i in range(500)}
+    root = _lib(tmp_path, files)
+    db = tmp_path / "idx" / "index.db"
+    with running_daemon(root, db) as d:
+        since = time.time()
+        os.kill(d.proc.pid, signal.SIGSTOP)  # its inotify queue fills up meanwhile
+        try:
+            limit = int(Path("/proc/sys/fs/inotify/max_queued_events").read_text())
+            for _ in range(limit // len(files) + 2):
+                for rel in files:
+                    os.utime(root / rel)
+            (root / "d0" / "f7.md").write_text("# F7\n\nnarwhal\n", encoding="utf-8")
+        finally:
+            os.kill(d.proc.pid, signal.SIGCONT)
+        _assert_equal_to_fresh_build(d, tmp_path, since)
+        assert find(db, root, "narwhal") == {"d0/f7.md"}
+        errors = [e["error"] for e in d.status()["errors"]]
+        assert any("events were lost" in e for e in errors), errors
+        assert "markindex.daemon WARNING: file events were lost" in d.log, d.log
