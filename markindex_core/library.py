@@ -88,6 +88,8 @@ class Library:
                 f"library folder not found: {root}", "pass an existing folder of Markdown files"
             )
         self.root = root.resolve()
+        # The path as given, symlinks kept: a live index notices it leading elsewhere later.
+        self.given_root = root.absolute()
         self.db_path = Path(db).expanduser().resolve() if db else default_db_path(self.root)
         self._local = threading.local()
         self._readers: list[_Reader] = []

@@ -430,6 +430,9 @@ class Daemon:
 
     async def _one_session(self) -> None:
         await self._wait_for_root()
+        retargeted = self._root_retargeted()
+        if retargeted:
+            raise DaemonStopped(retargeted, "restart `markindex daemon` to index that folder")
         self._identity = _Identity(root=_file_id(self.lib.root))
         self._start_watching()
         await self._become_writer()
@@ -587,6 +590,9 @@ class Daemon:
         ident = self._identity
         if ident.root is not None and _file_id(self.lib.root) != ident.root:
             return f"the library folder {self.lib.root} was deleted, moved or replaced"
+        retargeted = self._root_retargeted()
+        if retargeted:
+            return retargeted  # the next session ends the daemon with it
         db = _file_id(self.lib.db_path)
         if ident.db is not None and db != ident.db:
             store = self._store
@@ -599,6 +605,20 @@ class Daemon:
         if self._watch is not None and not self._watch.healthy():
             return self._observer_stopped(self._watch)
         return None
+
+    def _root_retargeted(self) -> str | None:
+        """The library path was given through a symlink (`docs -> releases/v1`) that now leads
+        to another folder (`ln -sfn releases/v2 docs`): a fresh index of that path indexes the
+        other folder, so this daemon, watching the first, would go stale without a word. Its
+        index may even live in the first folder: the daemon stops, and says why."""
+        given = self.lib.given_root
+        try:
+            now = Path(os.path.realpath(given, strict=True))
+        except OSError:  # the link is being replaced, or gone: the next check sees
+            return None
+        if now == self.lib.root or not now.is_dir():
+            return None
+        return f"the library path {given} now leads to another folder, {now} (was {self.lib.root})"
 
     def _observer_stopped(self, watch: WatchHandle) -> str:
         """Why the observer ended, and how the next session watches.

@@ -12,6 +12,7 @@ import signal
 import time
 from pathlib import Path
 
+from markindex_core.serve.status import read_status_file
 from markindex_core.store.db import Store
 
 from .helpers import (
@@ -84,3 +85,29 @@ def test_an_inotify_overflow_is_reconciled_and_said(tmp_path: Path) -> None:
         errors = [e["error"] for e in d.status()["errors"]]
         assert any("events were lost" in e for e in errors), errors
         assert "markindex.daemon WARNING: file events were lost" in d.log, d.log
+
+
+def test_a_library_path_that_is_a_symlink_pointed_elsewhere_ends_the_daemon_loudly(
+    tmp_path: Path,
+) -> None:
+    """`docs -> releases/v1`, then `ln -sfn releases/v2 docs` (an atomic deploy): the path the
+    daemon was given now names another folder, which a fresh `markindex index docs` indexes.
+    The daemon must not go on indexing v1 as if nothing happened."""
+    v1 = _lib(tmp_path / "v1", {"a.md": "# A\n\nwalrus\n"})
+    v2 = _lib(tmp_path / "v2", {"b.md": "# B\n\nnarwhal\n"})
+    link = tmp_path / "docs"
+    link.symlink_to(v1)
+    db = tmp_path / "idx" / "index.db"
+    d = DaemonProcess(link, db)
+    try:
+        d.wait_writing()
+        tmp = tmp_path / "docs.new"
+        tmp.symlink_to(v2)
+        os.replace(tmp, link)
+        rc = d.proc.wait(15)
+    finally:
+        d.stop()
+    assert rc != 0, d.log
+    assert f"the library path {link} now leads to another folder, {v2}" in d.log, d.log
+    assert "restart `markindex daemon`" in d.log, d.log
+    assert (read_status_file(db) or {})["state"].startswith("stopped: the library path")
