@@ -81,6 +81,7 @@ from markindex_core.serve.status import (
     writer_lock_state,
 )
 from markindex_core.serve.watch import (
+    LIMIT_HINT,
     Batch,
     Coalescer,
     LibraryEvents,
@@ -602,6 +603,14 @@ class Daemon:
             ident.db = db  # this daemon's own full rebuild, swapped in
         if ident.lock is not None and _file_id(self.lock.path) != ident.lock:
             return f"the writer lock file {self.lock.path} was deleted or replaced"
+        if self._watch is not None and self._watch.limit_reached():
+            # A folder created since start could not be watched: poll from now on, and say so.
+            self.poll = True
+            self._poll_notice = (
+                LIMIT_HINT.format(s=DAEMON_POLL_INTERVAL_S) + " [a new folder could not be watched]"
+            )
+            log.warning(self._poll_notice)
+            return "the inotify watch limit is reached: a folder is not watched"
         if self._watch is not None and not self._watch.healthy():
             return self._observer_stopped(self._watch)
         return None

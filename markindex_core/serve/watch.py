@@ -8,6 +8,7 @@ most some extra work, never a wrong index.
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import errno
 import logging
 import os
@@ -17,6 +18,7 @@ import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from watchdog.events import (
     DirAttribEvent,
@@ -249,6 +251,48 @@ class LibraryEvents(FileSystemEventHandler):
             self.sink.add(rel, settled=settled)
 
 
+_limit_lock = threading.Lock()
+_limit_hits = 0  # inotify_add_watch calls refused for the watch limit, in this process
+_limit_probed = False
+
+
+def watch_limit_hits() -> int:
+    """How many folders inotify refused to watch for the user's watch limit (ENOSPC) so far."""
+    with _limit_lock:
+        return _limit_hits
+
+
+def _probe_watch_limit() -> None:
+    """Count the folders inotify refuses to watch once the user's watch limit is reached.
+
+    watchdog 7 raises that error only for the watched folder itself: a sub-folder it cannot
+    watch, at start or created later, is skipped without a word (`InotifyWatchGroup.
+    _add_callback`), so its changes would never reach the index. Its `inotify_add_watch` is
+    wrapped to count those refusals; the daemon then watches by polling and says why.
+    """
+    global _limit_probed
+    with _limit_lock:
+        if _limit_probed:
+            return
+        _limit_probed = True
+    try:
+        from watchdog.observers import inotify_c
+    except Exception:  # no inotify on this platform (or no libc with it)
+        return
+    add = inotify_c.inotify_add_watch
+
+    def add_watch(fd: int, path: bytes, mask: int) -> Any:  # watchdog's WatchDescriptor
+        global _limit_hits
+        wd = add(fd, path, mask)
+        # The call's errno, kept by ctypes for watchdog's own check right after this one.
+        if wd == -1 and ctypes.get_errno() == errno.ENOSPC:
+            with _limit_lock:
+                _limit_hits += 1
+        return wd
+
+    inotify_c.inotify_add_watch = add_watch
+
+
 @dataclass
 class WatchHandle:
     """A running observer and how it watches (`inotify`, `polling`, … and why)."""
@@ -256,6 +300,11 @@ class WatchHandle:
     observer: BaseObserver
     kind: str
     notice: str = ""
+    limit_hits: int = 0  # `watch_limit_hits()` when it started
+
+    def limit_reached(self) -> bool:
+        """Some folder could not be watched since it started (see `_probe_watch_limit`)."""
+        return self.kind != "polling" and watch_limit_hits() > self.limit_hits
 
     def healthy(self) -> bool:
         """False when the observer or one of its emitter threads died (e.g. a watch limit hit later)."""
@@ -288,21 +337,28 @@ def start_watching(
     # watchdog warns (harmlessly, at length) when `mkdir -p` races its recursive watches.
     warnings.filterwarnings("ignore", "Callback with id", RuntimeWarning, r"watchdog\.")
     if not poll:
+        _probe_watch_limit()
+        hits = watch_limit_hits()
         observer = observer_factory()
         try:
             observer.schedule(handler, str(root), recursive=True, event_filter=EVENT_TYPES)
             observer.start()
-            return WatchHandle(observer, _kind(observer))
         except OSError as exc:
             if exc.errno not in (errno.ENOSPC, errno.EMFILE, errno.ENFILE):
                 raise
-            try:
-                observer.stop()
-            except RuntimeError:
-                pass
-            notice = LIMIT_HINT.format(s=DAEMON_POLL_INTERVAL_S) + f" [{exc.strerror or exc}]"
-            log.warning(notice)
-            return _start_polling(root, handler, notice)
+            why = exc.strerror or str(exc)
+        else:
+            handle = WatchHandle(observer, _kind(observer), limit_hits=hits)
+            if not handle.limit_reached():
+                return handle
+            why = "some folders could not be watched"
+        try:
+            observer.stop()
+        except RuntimeError:
+            pass
+        notice = LIMIT_HINT.format(s=DAEMON_POLL_INTERVAL_S) + f" [{why}]"
+        log.warning(notice)
+        return _start_polling(root, handler, notice)
     return _start_polling(root, handler, "")
 
 

@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import time
 from pathlib import Path
+
+import pytest
 
 from markindex_core.serve.status import read_status_file
 from markindex_core.store.db import Store
@@ -111,3 +114,52 @@ def test_a_library_path_that_is_a_symlink_pointed_elsewhere_ends_the_daemon_loud
     assert f"the library path {link} now leads to another folder, {v2}" in d.log, d.log
     assert "restart `markindex daemon`" in d.log, d.log
     assert (read_status_file(db) or {})["state"].startswith("stopped: the library path")
+
+
+def _watch_limit(limit: int) -> list[str] | None:
+    """A command prefix running its command in a user namespace whose inotify watch limit is
+    `limit` (the host's limit is left alone), or None where that cannot be done."""
+    prefix = [
+        "unshare",
+        "--user",
+        "--map-root-user",
+        "sh",
+        "-c",
+        f'echo {limit} > /proc/sys/user/max_inotify_watches && exec "$@"',
+        "sh",
+    ]
+    try:
+        ok = subprocess.run([*prefix, "true"], capture_output=True, timeout=10).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return prefix if ok else None
+
+
+@pytest.mark.parametrize("when", ["at start", "for a new folder"])
+def test_folders_inotify_cannot_watch_make_the_daemon_poll_and_say_so(
+    tmp_path: Path, when: str
+) -> None:
+    """Once the user's inotify watch limit is reached, watchdog skips the folders it cannot
+    watch without a word: their changes would never reach the index. The daemon polls instead,
+    and says why."""
+    prefix = _watch_limit(40)
+    if prefix is None:
+        pytest.skip("cannot run the daemon in a user namespace with its own inotify limit")
+    folders = 60 if when == "at start" else 30
+    root = _lib(tmp_path, {f"d{i:02d}/f.md": f"# F{i}\n\nwalrus\n" for i in range(folders)})
+    db = tmp_path / "idx" / "index.db"
+    d = DaemonProcess(root, db, prefix=prefix)
+    try:
+        d.wait_writing()
+        if when == "for a new folder":
+            assert d.status()["observer"] == "inotify"
+            for i in range(folders, 60):
+                (root / f"d{i:02d}").mkdir()
+                (root / f"d{i:02d}" / "f.md").write_text(f"# F{i}\n\nwalrus\n", encoding="utf-8")
+        st = wait_for(lambda: (s := d.status()).get("observer") == "polling" and s, timeout=15)
+        assert "max_user_watches" in st["notice"], st
+        assert "watch limit" in d.log, d.log
+        (root / "d59" / "f.md").write_text("# F59\n\nnarwhal\n", encoding="utf-8")
+        wait_for(lambda: find(db, root, "narwhal") == {"d59/f.md"}, timeout=15)
+    finally:
+        assert d.stop() == 0, d.log
