@@ -581,6 +581,8 @@ class Daemon:
             if reason and self._session is not None and not self._session.done():
                 self._recovering(reason, "restarting the live index")
                 self._session.cancel()
+            elif self._rewatch_needed() and self._session is not None:
+                self._session.cancel()  # the next session watches it, and reconciles all
             if time.monotonic() - self._published_at >= DAEMON_HEARTBEAT_S:
                 self._publish()
             await self._tidy_when_idle()
@@ -614,6 +616,16 @@ class Daemon:
         if self._watch is not None and not self._watch.healthy():
             return self._observer_stopped(self._watch)
         return None
+
+    def _rewatch_needed(self) -> bool:
+        """A folder inotify could not watch (unreadable) was made readable: watchdog never
+        watches it by itself, so changes in it would go unseen. Start the session again."""
+        events = self._events
+        if events is None or not events.rewatch:
+            return False
+        log.info("%s was made readable: watching it from now on", events.rewatch)
+        events.rewatch = ""
+        return True
 
     def _root_retargeted(self) -> str | None:
         """The library path was given through a symlink (`docs -> releases/v1`) that now leads

@@ -209,6 +209,9 @@ class LibraryEvents(FileSystemEventHandler):
         self._index_dir = None if index_dir is None else str(index_dir).rstrip(os.sep)
         # The library folder itself was deleted or moved: inotify's watch on it has ended.
         self.root_gone = False
+        # A folder inotify could not watch (unreadable) was made readable: watchdog will not
+        # watch it by itself, the watcher must start again (see `_probe_watches`).
+        self.rewatch = ""
 
     def on_any_event(self, event: FileSystemEvent) -> None:
         try:
@@ -222,6 +225,8 @@ class LibraryEvents(FileSystemEventHandler):
                 and os.fsdecode(event.src_path).rstrip(os.sep) == self.root
             ):
                 self.root_gone = True
+            if isinstance(event, DirAttribEvent) and refused_watch(os.fsdecode(event.src_path)):
+                self.rewatch = os.fsdecode(event.src_path)
             dest = getattr(event, "dest_path", "")
             # A closed file, or one renamed into place, is complete: no need to wait long.
             closed = isinstance(event, FileClosedEvent)
@@ -251,30 +256,39 @@ class LibraryEvents(FileSystemEventHandler):
             self.sink.add(rel, settled=settled)
 
 
-_limit_lock = threading.Lock()
+_probe_lock = threading.Lock()
 _limit_hits = 0  # inotify_add_watch calls refused for the watch limit, in this process
-_limit_probed = False
+_refused: set[str] = set()  # folders inotify may not read (EACCES), until one watch of it works
+_probed = False
 
 
 def watch_limit_hits() -> int:
     """How many folders inotify refused to watch for the user's watch limit (ENOSPC) so far."""
-    with _limit_lock:
+    with _probe_lock:
         return _limit_hits
 
 
-def _probe_watch_limit() -> None:
-    """Count the folders inotify refuses to watch once the user's watch limit is reached.
+def refused_watch(path: str) -> bool:
+    """inotify could not watch the folder `path` (absolute) when last asked: unreadable."""
+    with _probe_lock:
+        return path in _refused
 
-    watchdog 7 raises that error only for the watched folder itself: a sub-folder it cannot
+
+def _probe_watches() -> None:
+    """Note the folders inotify refuses to watch: past the watch limit, or unreadable.
+
+    watchdog 7 raises such an error only for the watched folder itself: a sub-folder it cannot
     watch, at start or created later, is skipped without a word (`InotifyWatchGroup.
-    _add_callback`), so its changes would never reach the index. Its `inotify_add_watch` is
-    wrapped to count those refusals; the daemon then watches by polling and says why.
+    _add_callback`), and one made readable later is never watched, so changes in it would never
+    reach the index. Its `inotify_add_watch` is wrapped to count refusals for the limit (the
+    daemon then watches by polling and says why) and to remember unreadable folders (a chmod
+    making one readable restarts the watcher, see `LibraryEvents.rewatch`).
     """
-    global _limit_probed
-    with _limit_lock:
-        if _limit_probed:
+    global _probed
+    with _probe_lock:
+        if _probed:
             return
-        _limit_probed = True
+        _probed = True
     try:
         from watchdog.observers import inotify_c
     except Exception:  # no inotify on this platform (or no libc with it)
@@ -285,9 +299,14 @@ def _probe_watch_limit() -> None:
         global _limit_hits
         wd = add(fd, path, mask)
         # The call's errno, kept by ctypes for watchdog's own check right after this one.
-        if wd == -1 and ctypes.get_errno() == errno.ENOSPC:
-            with _limit_lock:
+        err = ctypes.get_errno() if wd == -1 else 0
+        with _probe_lock:
+            if err == errno.ENOSPC:
                 _limit_hits += 1
+            elif err == errno.EACCES:
+                _refused.add(os.fsdecode(path))
+            elif wd != -1:
+                _refused.discard(os.fsdecode(path))
         return wd
 
     inotify_c.inotify_add_watch = add_watch
@@ -303,7 +322,7 @@ class WatchHandle:
     limit_hits: int = 0  # `watch_limit_hits()` when it started
 
     def limit_reached(self) -> bool:
-        """Some folder could not be watched since it started (see `_probe_watch_limit`)."""
+        """Some folder could not be watched since it started (see `_probe_watches`)."""
         return self.kind != "polling" and watch_limit_hits() > self.limit_hits
 
     def healthy(self) -> bool:
@@ -337,7 +356,7 @@ def start_watching(
     # watchdog warns (harmlessly, at length) when `mkdir -p` races its recursive watches.
     warnings.filterwarnings("ignore", "Callback with id", RuntimeWarning, r"watchdog\.")
     if not poll:
-        _probe_watch_limit()
+        _probe_watches()
         hits = watch_limit_hits()
         observer = observer_factory()
         try:

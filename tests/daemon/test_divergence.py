@@ -17,6 +17,7 @@ import pytest
 
 from markindex_core.serve.status import read_status_file
 from markindex_core.store.db import Store
+from tests.unprivileged import AS_NOBODY
 
 from .helpers import (
     DaemonProcess,
@@ -162,4 +163,28 @@ def test_folders_inotify_cannot_watch_make_the_daemon_poll_and_say_so(
         (root / "d59" / "f.md").write_text("# F59\n\nnarwhal\n", encoding="utf-8")
         wait_for(lambda: find(db, root, "narwhal") == {"d59/f.md"}, timeout=15)
     finally:
+        assert d.stop() == 0, d.log
+
+
+def test_a_folder_made_readable_is_watched_from_then_on(shared_tmp: Path) -> None:
+    """Run as `nobody`: inotify cannot watch a folder it may not read, and watchdog skips it
+    without a word. Once a chmod makes it readable, the daemon indexes it, and must also see
+    every later change inside it."""
+    root = _lib(shared_tmp, {"ok.md": "# Ok\n\notter\n", "locked/x.md": "# X\n\nwalrus\n"})
+    os.chmod(root / "locked", 0)
+    db = shared_tmp / "idx" / "index.db"
+    db.parent.mkdir()
+    for p in (root, db.parent):
+        os.chmod(p, 0o777)
+    d = DaemonProcess(root, db, prefix=AS_NOBODY, log_dir=shared_tmp)
+    try:
+        d.wait_writing()
+        os.chmod(root / "locked", 0o755)
+        wait_for(lambda: find(db, root, "walrus") == {"locked/x.md"})
+        (root / "locked" / "x.md").write_text("# X\n\nnarwhal\n", encoding="utf-8")
+        (root / "locked" / "y.md").write_text("# Y\n\nnarwhal\n", encoding="utf-8")
+        wait_for(lambda: find(db, root, "narwhal") == {"locked/x.md", "locked/y.md"}, timeout=15)
+        assert f"{root / 'locked'} was made readable: watching it" in d.log, d.log
+    finally:
+        os.chmod(root / "locked", 0o755)
         assert d.stop() == 0, d.log
