@@ -820,19 +820,19 @@ class Daemon:
         indexer.reload_rules()
         paths = minimal_paths(batch.paths)
         full = batch.full or batch.rules_changed or len(paths) > DAEMON_FULL_SCAN_PATHS
-        if not full and self._hard_linked(batch.paths):
-            # inotify names only the link written through: another name of the same file in
-            # the library changed too, with no event of its own. A full reconcile compares
-            # every file's stat, and a shared inode's new size or mtime shows under each name.
-            self._unstick_racy(store, paths)
-            full = True
+        # inotify names only the link written through: another name of the same file in the
+        # library changed too, with no event of its own. A full reconcile compares every file's
+        # stat, and a shared inode's new size or mtime shows under each name.
+        full = full or self._hard_linked(batch.paths)
+        t0 = time.perf_counter()
+        # Before a full reconcile too: it compares stats, and these may hide a change. Every
+        # named path, not only the shortest: a dirty folder must not hide its dirty files.
+        self._rehash_named(store, sorted(batch.paths))
         if full:
             self._forget_skips(store, None)
             report = indexer.run(self._progress)
             _release_memory(report)
             return report
-        t0 = time.perf_counter()
-        self._rehash_named(store, paths)
         self._forget_skips(store, paths)
         t1 = time.perf_counter()
         report = indexer.run(self._progress, paths=paths)

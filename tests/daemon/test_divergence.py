@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from markindex_core.config import DAEMON_FULL_SCAN_PATHS
 from markindex_core.serve.status import read_status_file
 from markindex_core.store.db import Store
 from tests.unprivileged import AS_NOBODY
@@ -22,6 +23,7 @@ from tests.unprivileged import AS_NOBODY
 from .helpers import (
     DaemonProcess,
     diff_snapshots,
+    doc_paths,
     find,
     fresh_build,
     index_snapshot,
@@ -188,3 +190,25 @@ def test_a_folder_made_readable_is_watched_from_then_on(shared_tmp: Path) -> Non
     finally:
         os.chmod(root / "locked", 0o755)
         assert d.stop() == 0, d.log
+
+
+def test_a_racy_rewrite_is_seen_in_a_burst_big_enough_for_a_full_reconcile(
+    tmp_path: Path,
+) -> None:
+    """A same-size rewrite that keeps the mtime (a coarse file-system clock) right after the
+    file was indexed is re-hashed on its event; also when the same burst holds so many paths
+    (a checkout) that the daemon reconciles everything by stat instead."""
+    root = _lib(tmp_path, {"a.md": "# A\n\nwalrus\n"})
+    db = tmp_path / "idx" / "index.db"
+    with running_daemon(root, db) as d:
+        since = time.time()
+        st = (root / "a.md").stat()
+        tmp = root / ".a.md.tmp"
+        tmp.write_text("# A\n\notters\n", encoding="utf-8")  # same size
+        os.utime(tmp, ns=(st.st_atime_ns, st.st_mtime_ns))  # same mtime, as a coarse clock gives
+        os.replace(tmp, root / "a.md")
+        for i in range(DAEMON_FULL_SCAN_PATHS + 100):
+            (root / f"f{i}.md").write_text(f"# F{i}\n\nseal\n", encoding="utf-8")
+        wait_for(lambda: len(doc_paths(db)) == DAEMON_FULL_SCAN_PATHS + 101, timeout=30)
+        _assert_equal_to_fresh_build(d, tmp_path, since)
+        assert find(db, root, "otters") == {"a.md"}
