@@ -212,3 +212,25 @@ def test_a_racy_rewrite_is_seen_in_a_burst_big_enough_for_a_full_reconcile(
         wait_for(lambda: len(doc_paths(db)) == DAEMON_FULL_SCAN_PATHS + 101, timeout=30)
         _assert_equal_to_fresh_build(d, tmp_path, since)
         assert find(db, root, "otters") == {"a.md"}
+
+
+def test_a_file_system_mounted_into_the_library_is_indexed_and_watched(tmp_path: Path) -> None:
+    """A mount (a drive, a share, a bind mount) into a folder of the library sends no file
+    event, and inotify does not watch what it brings: without a look at the mount table the
+    index keeps the hidden folder's documents and never sees the mounted ones."""
+    root = _lib(tmp_path, {"a.md": "# A\n\notter\n", "mnt/under.md": "# Under\n\nwalrus\n"})
+    other = _lib(tmp_path / "other", {"m.md": "# M\n\nnarwhal\n"})
+    db = tmp_path / "idx" / "index.db"
+    with running_daemon(root, db) as d:
+        mounted = subprocess.run(["mount", "--bind", str(other), str(root / "mnt")], check=False)
+        if mounted.returncode != 0:
+            pytest.skip("cannot bind-mount here (needs root and mount rights)")
+        try:
+            wait_for(lambda: find(db, root, "narwhal") == {"mnt/m.md"}, timeout=15)
+            assert find(db, root, "walrus") == set()
+            (root / "mnt" / "m2.md").write_text("# M2\n\nnarwhal\n", encoding="utf-8")
+            wait_for(lambda: find(db, root, "narwhal") == {"mnt/m.md", "mnt/m2.md"})
+        finally:
+            subprocess.run(["umount", str(root / "mnt")], check=False)
+        wait_for(lambda: find(db, root, "walrus") == {"mnt/under.md"}, timeout=15)
+        _assert_equal_to_fresh_build(d, tmp_path, 0)
