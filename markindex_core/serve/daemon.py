@@ -364,7 +364,15 @@ class Daemon:
         """Why the index may not show the folder as it is now, for tool envelopes (see
         `status.stale_warning`); None while it keeps up."""
         with self._status_lock:
-            keys = ("state", "reason", "hint", "last_reconcile_at", "reconciles")
+            keys = (
+                "state",
+                "reason",
+                "hint",
+                "last_reconcile_at",
+                "last_reconcile_started_at",
+                "reconciles",
+                "progress",
+            )
             return stale_warning({key: self._status[key] for key in keys})
 
     def _set(self, **values: Any) -> None:

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from markindex_core.config import (
     DAEMON_HEARTBEAT_S,
+    DAEMON_SLOW_RECONCILE_S,
     DAEMON_WARNING_TTL_S,
     STATUS_FILE_BLOCK,
     STATUS_FILE_MAX_BYTES,
@@ -325,6 +326,15 @@ def stale_warning(daemon: dict[str, Any]) -> str | None:
         return f"the live index is not updating: {reason}" + (f" ({hint})" if hint else "") + since
     if not daemon.get("reconciles") and state in ("starting", "reconciling"):
         return "the live index is catching up with the folder after its start" + since
+    started = _float(daemon.get("last_reconcile_started_at"))
+    if state == "reconciling" and started and time.time() - started > DAEMON_SLOW_RECONCILE_S:
+        # A big burst (a checkout), or one file that takes long to parse: still working on it.
+        progress = daemon.get("progress") or {}
+        done = f", {progress.get('done')} of {progress.get('total')} files" if progress else ""
+        return (
+            f"the live index is catching up: its reconcile has run for "
+            f"{time.time() - started:.0f} s{done}" + since
+        )
     return None
 
 

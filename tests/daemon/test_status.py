@@ -210,3 +210,25 @@ def test_a_frozen_daemon_holding_the_writer_lock_is_not_taken_for_another_writer
         assert DaemonWatch(db)() is None
     finally:
         assert d.stop() == 0, d.log
+
+
+def test_stale_warning_says_what_keeps_the_index_behind() -> None:
+    """The one rule behind tool envelopes, `search` and the terminal app's status line."""
+    import time
+
+    from markindex_core.serve.status import stale_warning
+
+    now = time.time()
+    base = {"state": "watching", "reconciles": 3, "last_reconcile_at": now - 60}
+    assert stale_warning(base) is None
+    quick = {**base, "state": "reconciling", "last_reconcile_started_at": now - 1}
+    assert stale_warning(quick) is None  # keeping up with edits is not being behind
+    slow = {**quick, "last_reconcile_started_at": now - 40, "progress": {"done": 7, "total": 900}}
+    assert "catching up" in (w := stale_warning(slow) or "") and "7 of 900 files" in w
+    failing = {**base, "state": "retrying", "reason": "disk full", "hint": "free space"}
+    assert "not updating: disk full (free space)" in (stale_warning(failing) or "")
+    assert "stopped updating" in (stale_warning({**base, "state": "stopped: gone"}) or "")
+    first = {"state": "reconciling", "reconciles": 0, "last_reconcile_at": None}
+    assert "after its start" in (stale_warning(first) or "")
+    waiting = {**base, "state": "read-only", "reason": "waiting for the writer lock held by pid 9"}
+    assert stale_warning(waiting) is None  # the lock holder keeps the index current
