@@ -91,6 +91,7 @@ def test_an_inotify_overflow_is_reconciled_and_said(tmp_path: Path) -> None:
         errors = [e["error"] for e in d.status()["errors"]]
         assert any("events were lost" in e for e in errors), errors
         assert "markindex.daemon WARNING: file events were lost" in d.log, d.log
+        wait_for(lambda: "reconciling everything once more" in d.log, timeout=15)
 
 
 def test_a_library_path_that_is_a_symlink_pointed_elsewhere_ends_the_daemon_loudly(
