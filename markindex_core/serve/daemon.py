@@ -52,6 +52,8 @@ from typing import Any
 import apsw
 
 from markindex_core.config import (
+    DAEMON_CHECK_EVERY_S,
+    DAEMON_CHECK_IDLE_S,
     DAEMON_CHECKPOINT_BUSY_MS,
     DAEMON_ERRORS_KEPT,
     DAEMON_FULL_SCAN_PATHS,
@@ -93,6 +95,7 @@ from markindex_core.serve.watch import (
 )
 from markindex_core.store.db import Store
 from markindex_core.store.files import rebuild_path
+from markindex_core.store.integrity import check_index
 from markindex_core.store.lock import WriterLock
 
 __all__ = ["Daemon", "DaemonStopped", "read_status", "run_daemon"]
@@ -326,6 +329,8 @@ class Daemon:
         self._stopper: threading.Thread | None = None
         self._tidied_for: float | None = None
         self._catching_up: asyncio.Future[None] | None = None  # a slice of summaries, if any
+        self._checking: threading.Thread | None = None  # a whole-index check, if running
+        self._checked_at: float | None = None  # monotonic time of the last one started
         self._published_at = 0.0
         self._record_failed = False  # the runtime record could not be written (said once)
         self._status_lock = threading.Lock()
@@ -347,6 +352,8 @@ class Daemon:
             "last_reconcile_at": None,
             "last_reconcile_started_at": None,
             "last_reconcile_seconds": None,
+            "last_check_at": None,  # the last whole-index check (see `_check_when_idle`)
+            "last_check_ok": None,
             "reconciles": 0,
             "recoveries": 0,
             "last_batch": None,
@@ -624,6 +631,7 @@ class Daemon:
                 self._publish()
             await self._tidy_when_idle()
             await self._catch_up_when_idle()
+            self._check_when_idle()
 
     def _lost_reason(self) -> str | None:
         """Why the running session no longer holds what it opened, or None while all is well."""
@@ -734,6 +742,47 @@ class Daemon:
             return
         self._tidied_for = last
         await asyncio.get_running_loop().run_in_executor(self._writer, self._tidy)
+
+    def _check_when_idle(self) -> None:
+        """Read the whole index once writes pause after start, then once a day, on a thread of
+        its own (see `store.integrity`): damage where no write reads would otherwise wait for a
+        search to meet it. Damage found is repaired like damage a write meets. Not awaited: the
+        guard keeps its heartbeat, and tool calls are answered meanwhile."""
+        if self._checking is not None and self._checking.is_alive():
+            return
+        last = self._get("last_reconcile_at")
+        if self._indexer is None or self._get("busy") or self._damaged.is_set() or not last:
+            return
+        if time.time() - last < DAEMON_CHECK_IDLE_S:
+            return
+        if (
+            self._checked_at is not None
+            and time.monotonic() - self._checked_at < DAEMON_CHECK_EVERY_S
+        ):
+            return
+        self._checked_at = time.monotonic()
+        # A daemon thread: stopping never waits for a check (2 s per 100 MB of index).
+        self._checking = threading.Thread(target=self._check, name="markindex-check", daemon=True)
+        self._checking.start()
+
+    def _check(self) -> None:
+        try:
+            report = check_index(self.lib.db_path)
+        except MarkindexError as exc:  # cannot even be opened: the next write says why
+            log.info("whole-index check skipped: %s", exc.message)
+            return
+        except Exception as exc:  # a thread of its own: say it, never a traceback on stderr
+            log.warning("whole-index check failed: %s: %s", type(exc).__name__, exc)
+            return
+        self._set(last_check_at=round(time.time(), 3), last_check_ok=report.ok)
+        if report.ok:
+            log.info("whole-index check: no damage (%.1f s)", report.seconds)
+            return
+        found = "; ".join(report.problems[:3])
+        self._error("", f"the index {self.lib.db_path} is damaged ({found}): building it again")
+        self._damaged.set()
+        if self._coalescer is not None:
+            self._coalescer.request_full()  # the next reconcile rebuilds it (see `_reconcile`)
 
     async def _catch_up_when_idle(self) -> None:
         """Summaries left over by a time-sliced run are asked for once writes pause, one slice

@@ -361,6 +361,31 @@ def test_a_damaged_index_is_built_again_by_the_daemon(tmp_path: Path) -> None:
         assert d.stop() == 0, d.log
 
 
+def test_damage_no_write_reads_is_found_when_idle_and_repaired(tmp_path: Path) -> None:
+    """The search index damaged on disk under a running daemon, where no write reads: once
+    writes pause, its whole-index check finds it, and the index is built again."""
+    from markindex_core.config import DAEMON_CHECK_IDLE_S
+    from markindex_core.store.integrity import check_index
+    from tests.core.helpers import damage_pages
+
+    root = _lib(tmp_path, {f"d{i}.md": f"# D{i}\n\nword{i} " + "filler " * 400 for i in range(30)})
+    db = tmp_path / "idx" / "index.db"
+    d = DaemonProcess(root, db)
+    try:
+        d.wait_writing()
+        # The original lines: no write reads them, and no merge of the search index rewrites them.
+        assert damage_pages(db, "line_blocks", share=1.0) > 0
+        assert not check_index(db).ok
+        timeout = DAEMON_CHECK_IDLE_S + 30
+        wait_for(lambda: "rebuilt the whole index (the index was damaged)" in d.log, timeout)
+        assert check_index(db).ok
+        assert _found(db, root, "word7") == {"d7.md"}
+        assert d.status()["last_check_ok"] is False  # what the check found, before the repair
+        assert "deleted or replaced" not in d.log, d.log
+    finally:
+        assert d.stop() == 0, d.log
+
+
 # ----- permissions: a chmod is an event -----------------------------------------------------
 def test_unreadable_files_are_skipped_then_indexed_once_readable(shared_tmp: Path) -> None:
     """Run as `nobody` (root reads everything): unreadable files are skipped with the loop going
