@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 from markindex_core.library import Library
 from markindex_core.serve.status import read_status_file
 from markindex_core.store.db import Store
-from tests.unprivileged import CHILD_ENV
+from tests.unprivileged import AS_NOBODY, CHILD_ENV
 
 T = TypeVar("T")
 
@@ -224,3 +224,13 @@ def pid_alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+def nobody_daemon(root: Path, shared_tmp: Path) -> tuple[DaemonProcess, Path]:
+    """A daemon run as `nobody` (root reads everything), its index in a folder everyone may
+    write under `shared_tmp`; returns it and the index path."""
+    db = shared_tmp / "idx" / "index.db"
+    db.parent.mkdir()
+    for p in (root, db.parent):
+        os.chmod(p, 0o777)
+    return DaemonProcess(root, db, prefix=AS_NOBODY, log_dir=shared_tmp), db

@@ -18,7 +18,6 @@ import pytest
 from markindex_core.config import DAEMON_FULL_SCAN_PATHS
 from markindex_core.serve.status import read_status_file
 from markindex_core.store.db import Store
-from tests.unprivileged import AS_NOBODY
 
 from .helpers import (
     DaemonProcess,
@@ -27,6 +26,7 @@ from .helpers import (
     find,
     fresh_build,
     index_snapshot,
+    nobody_daemon,
     running_daemon,
     wait_for,
 )
@@ -175,11 +175,7 @@ def test_a_folder_made_readable_is_watched_from_then_on(shared_tmp: Path) -> Non
     every later change inside it."""
     root = _lib(shared_tmp, {"ok.md": "# Ok\n\notter\n", "locked/x.md": "# X\n\nwalrus\n"})
     os.chmod(root / "locked", 0)
-    db = shared_tmp / "idx" / "index.db"
-    db.parent.mkdir()
-    for p in (root, db.parent):
-        os.chmod(p, 0o777)
-    d = DaemonProcess(root, db, prefix=AS_NOBODY, log_dir=shared_tmp)
+    d, db = nobody_daemon(root, shared_tmp)
     try:
         d.wait_writing()
         os.chmod(root / "locked", 0o755)

@@ -23,9 +23,8 @@ from markindex_core.serve.daemon import Daemon
 from markindex_core.serve.status import read_status, read_status_file, writer_lock_state
 from markindex_core.store.db import Store
 from markindex_core.store.lock import WriterLock
-from tests.unprivileged import AS_NOBODY
 
-from .helpers import DaemonProcess, doc_paths, find, wait_for
+from .helpers import DaemonProcess, doc_paths, find, nobody_daemon, wait_for
 from .helpers import make_lib as _lib
 
 
@@ -395,11 +394,7 @@ def test_unreadable_files_are_skipped_then_indexed_once_readable(shared_tmp: Pat
     (root / "locked" / "x.md").write_text("# X\n\nxerus\n", encoding="utf-8")
     os.chmod(root / "secret.md", 0)
     os.chmod(root / "locked", 0)
-    db = shared_tmp / "idx" / "index.db"
-    db.parent.mkdir()
-    for p in (root, db.parent):
-        os.chmod(p, 0o777)
-    d = DaemonProcess(root, db, prefix=AS_NOBODY, log_dir=shared_tmp)
+    d, db = nobody_daemon(root, shared_tmp)
     try:
         d.wait_writing()
         st = read_status(Library(root, db))
