@@ -61,9 +61,10 @@ def cmd_search(args: argparse.Namespace) -> int:
             "check the folder's path relative to ROOT, or search without --folder",
         )
     result = lib.search(args.query, folder=folder, doc_path=doc, limit=args.limit)
-    from markindex_core.serve.status import DaemonWatch
+    from markindex_core.serve.status import daemon_states, daemon_warning
 
-    warning = DaemonWatch(lib.db_path)()  # a live daemon that is not keeping the index current
+    # A live daemon that is not keeping the index current: said with the results.
+    warning = daemon_warning(daemon_states(lib.db_path)[0])
     if args.json:
         emit_json({**result.to_json(), **({"warning": warning} if warning else {})})
         return 0

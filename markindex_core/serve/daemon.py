@@ -73,7 +73,6 @@ from markindex_core.config import (
 )
 from markindex_core.errors import MarkindexError
 from markindex_core.index.indexer import AfterWrite, Indexer, IndexReport, rebuild_from_folder
-from markindex_core.index.scan import path_problem
 from markindex_core.library import Library
 from markindex_core.serve.status import (
     read_status,
@@ -911,11 +910,12 @@ class Daemon:
         # inotify names only the link written through: another name of the same file in the
         # library changed too, with no event of its own. A full reconcile compares every file's
         # stat, and a shared inode's new size or mtime shows under each name.
-        full = full or self._hard_linked(batch.paths)
+        named = self._named_files(batch.paths)
+        full = full or any(st.st_nlink > 1 for st in named.values())
         t0 = time.perf_counter()
         # Before a full reconcile too: it compares stats, and these may hide a change. Every
         # named path, not only the shortest: a dirty folder must not hide its dirty files.
-        self._rehash_named(store, sorted(batch.paths))
+        self._rehash_named(store, named)
         if full:
             self._forget_skips(store, None)
             report = indexer.run(self._progress)
@@ -968,41 +968,33 @@ class Daemon:
             raise _Stopping
         self._set(progress={"done": done, "total": total})
 
-    def _rehash_named(self, store: Store, paths: list[str]) -> None:
+    def _named_files(self, paths: Iterable[str]) -> dict[str, os.stat_result]:
+        """The regular files among the paths events named, with their stat (one stat each)."""
+        named = {}
+        for rel in sorted(paths):
+            try:
+                st = os.stat(self.lib.root / rel, follow_symlinks=False)
+            except OSError:
+                continue
+            if stat.S_ISREG(st.st_mode):
+                named[rel] = st
+        return named
+
+    def _rehash_named(self, store: Store, named: dict[str, os.stat_result]) -> None:
         """Make the indexer hash the files an event named, even when their stat looks unchanged.
 
         A file rewritten within the file system's timestamp granularity of its last indexing
         keeps its size and mtime (the "racy clean" problem git solves the same way), and so does
         an edit that restores them (`cp -p`, `rsync -t`, `touch -r`). The event says it changed:
         forget the stored stat and let the content hash decide. Only named files are read: the
-        cost is per event, never per library.
+        cost is per event, never per library. (A name the indexer never stores has no state.)
         """
+        states = store.doc_states(named)
         with store.conn:  # one transaction for all the touches
-            for rel in paths:
-                if path_problem(rel):  # never stored (skipped by the indexer): nothing to unstick
-                    continue
-                try:
-                    st = os.stat(self.lib.root / rel, follow_symlinks=False)
-                except OSError:
-                    continue
-                doc = store.document(rel)
-                if (
-                    doc is not None
-                    and doc["size"] == st.st_size
-                    and doc["mtime_ns"] == st.st_mtime_ns
-                ):
+            for rel, st in named.items():
+                old = states.get(rel)
+                if old is not None and (old.size, old.mtime_ns) == (st.st_size, st.st_mtime_ns):
                     store.touch(rel, st.st_size, 0)
-
-    def _hard_linked(self, paths: Iterable[str]) -> bool:
-        """Whether one of `paths` is a regular file with more than one name (a hard link)."""
-        for rel in paths:
-            try:
-                st = os.stat(self.lib.root / rel, follow_symlinks=False)
-            except OSError:
-                continue
-            if stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
-                return True
-        return False
 
     def _forget_skips(self, store: Store, paths: list[str] | None) -> None:
         """Retry skipped files on a full reconcile (`paths` None) and whenever an event points at

@@ -349,8 +349,17 @@ def unresponsive_reason(daemon: dict[str, Any]) -> str:
     )
 
 
+def daemon_warning(daemon: dict[str, Any] | None) -> str | None:
+    """`stale_warning` of a daemon (as `daemon_states` gives it) that is alive or frozen, naming
+    it; None when no daemon keeps the index live (a static index is never called stale)."""
+    if daemon is None or not (daemon["alive"] or daemon["unresponsive"]):
+        return None
+    warning = stale_warning(daemon)
+    return f"daemon pid {daemon.get('pid')}: {warning}" if warning else None
+
+
 class DaemonWatch:
-    """The freshness warning of another process's live daemon, for a plain `markindex mcp`
+    """`daemon_warning` of the index's daemon in another process, for a plain `markindex mcp`
     serving the same index: read at most once per `DAEMON_WARNING_TTL_S` (a few small files)."""
 
     def __init__(self, db: Path) -> None:
@@ -364,11 +373,7 @@ class DaemonWatch:
             now = time.monotonic()
             if now - self._read_at >= DAEMON_WARNING_TTL_S:
                 self._read_at = now
-                daemon, _ = daemon_states(self.db)
-                live = daemon is not None and (daemon["alive"] or daemon["unresponsive"])
-                self._warning = stale_warning(daemon) if live and daemon else None
-                if self._warning and daemon:
-                    self._warning = f"daemon pid {daemon.get('pid')}: {self._warning}"
+                self._warning = daemon_warning(daemon_states(self.db)[0])
             return self._warning
 
 

@@ -15,7 +15,7 @@ import pwd
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -26,12 +26,11 @@ from tests.unprivileged import AS_NOBODY, CHILD_ENV
 from .helpers import REPO_ROOT, check_store_consistent, make_library, write
 
 
-def markindex(*args: str, nobody: bool = False, prefix: list[str] | None = None) -> tuple[int, str]:
-    """Run the real command; return its exit code and stderr."""
-    cmd = [*(prefix or [sys.executable]), "-m", "markindex_core", *args]
-    if prefix is not None:
-        cmd = [*prefix, *args]
-    proc = subprocess.run(
+def run_child(
+    cmd: Sequence[str | bytes], *, nobody: bool = False
+) -> subprocess.CompletedProcess[str]:
+    """Run `cmd` from the repository (as `nobody` when asked), capturing text output."""
+    return subprocess.run(
         [*(AS_NOBODY if nobody else []), *cmd],
         cwd=REPO_ROOT,
         env=CHILD_ENV,
@@ -39,6 +38,14 @@ def markindex(*args: str, nobody: bool = False, prefix: list[str] | None = None)
         text=True,
         timeout=120,
     )
+
+
+def markindex(*args: str, nobody: bool = False, prefix: list[str] | None = None) -> tuple[int, str]:
+    """Run the real command; return its exit code and stderr."""
+    cmd = (
+        [*prefix, *args] if prefix is not None else [sys.executable, "-m", "markindex_core", *args]
+    )
+    proc = run_child(cmd, nobody=nobody)
     return proc.returncode, proc.stderr
 
 
@@ -74,14 +81,7 @@ def test_another_user_cannot_read_a_root_owned_index(shared_tmp: Path) -> None:
         "import sys; from markindex_core.library import Library; "
         "print(Library(sys.argv[1]).call_tool('browse_documents', {}))"
     )
-    proc = subprocess.run(
-        [*AS_NOBODY, sys.executable, "-c", script, str(root)],
-        cwd=REPO_ROOT,
-        env=CHILD_ENV,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    proc = run_child([sys.executable, "-c", script, str(root)], nobody=True)
     env = json.loads(proc.stdout)
     assert env["code"] == "PERMISSION_DENIED", env
     assert "permission denied" in env["error"] and "owner" in env["next_steps"]["message"], env
@@ -134,14 +134,7 @@ def test_unreadable_folders_keep_their_documents_in_the_index(shared_tmp: Path) 
     (root / "guides").chmod(0o000)
     args = ["index", str(root), "--db", str(db), "--json"]
     try:
-        run = subprocess.run(
-            [*AS_NOBODY, sys.executable, "-m", "markindex_core", *args],
-            cwd=REPO_ROOT,
-            env=CHILD_ENV,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        run = run_child([sys.executable, "-m", "markindex_core", *args], nobody=True)
         report = json.loads(run.stdout)
         assert report["removed"] == [] and report["errors"], report
         assert run.returncode == 1  # a script must not take a partial run for success
@@ -254,14 +247,7 @@ resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
 print("locked", writer_active(lock_path_for(lib.db_path)))
 print("added", len(lib.index().added))
 """
-    proc = subprocess.run(
-        [sys.executable, "-c", script, str(root)],
-        cwd=REPO_ROOT,
-        env=CHILD_ENV,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    proc = run_child([sys.executable, "-c", script, str(root)])
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[0].startswith("diskfull no space left"), proc.stdout
@@ -320,14 +306,7 @@ def test_a_damaged_index_or_a_refused_path_is_one_clear_line(tmp_path: Path) -> 
     code, err = markindex("index", str(root), "--db", str(tmp_path / ("x" * 300 + ".db")))
     assert code == 1 and "a name is too long" in one_clear_line(err), err
     odd = os.fsencode(str(tmp_path)) + b"/db\xff.db"
-    proc = subprocess.run(
-        [sys.executable, "-m", "markindex_core", "index", str(root), "--db", odd],
-        cwd=REPO_ROOT,
-        env=CHILD_ENV,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    proc = run_child([sys.executable, "-m", "markindex_core", "index", str(root), "--db", odd])
     assert proc.returncode == 1 and "not valid UTF-8" in one_clear_line(proc.stderr), proc.stderr
 
 
