@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from markindex_core.config import DESCRIPTION_PREVIEW_CHARS, TOOL_TITLE_CHARS
 from markindex_core.library import Library
-from markindex_core.serve.status import read_status, stale_warning
+from markindex_core.serve.status import daemon_warning, read_status
 from markindex_core.tools.page import preview as cut
 from markindex_tui.settings import TUI_FOLDER_VIEW_PAGE, TUI_PREVIEW_MAX_LINES
 
@@ -240,8 +240,7 @@ def more_lines(
 def status(lib: Library) -> Status:
     """Index totals and who writes it, via the core's `read_status` (shared with the CLI)."""
     info = read_status(lib)
-    daemon = info["daemon"]
-    stale = stale_warning(daemon) if daemon is not None and daemon["alive"] else None
+    stale = daemon_warning(info["daemon"])  # also a frozen daemon that holds the lock
     if info["daemon_writing"]:
         writer = "daemon"
     elif info["writer_locked"]:

@@ -253,3 +253,31 @@ async def test_a_daemon_that_cannot_write_is_not_shown_as_writing(tmp_path: Path
     finally:
         chattr("-i")
         assert daemon.stop() == 0, daemon.log
+
+
+async def test_a_frozen_daemon_is_shown_as_not_updating(tmp_path: Path) -> None:
+    """A daemon stopped with SIGSTOP keeps the writer lock and stops beating: not 'being
+    indexed', but 'daemon not updating' and why."""
+    import os
+    import signal
+
+    from markindex_core.serve.status import STALE_AFTER_S
+    from tests.daemon.helpers import DaemonProcess
+
+    root, db = tmp_path / "lib", tmp_path / "idx" / "index.db"
+    root.mkdir()
+    (root / "a.md").write_text("# A\n\nbody\n", encoding="utf-8")
+    daemon = DaemonProcess(root, db)
+    try:
+        daemon.wait_writing()
+        os.kill(daemon.proc.pid, signal.SIGSTOP)
+        app = make_app(root, db)
+        async with app.run_test(size=(160, 30)) as pilot:
+            bar = app.screen.query_one(StatusBar)
+            await wait_until(
+                pilot, lambda: "daemon not updating" in str(bar.render()), STALE_AFTER_S + 20
+            )
+            assert "has not responded" in str(bar.render())
+    finally:
+        os.kill(daemon.proc.pid, signal.SIGCONT)
+        assert daemon.stop() == 0, daemon.log
