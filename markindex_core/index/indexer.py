@@ -85,6 +85,10 @@ class IndexReport:
     full_rebuild: str | None = None
     seconds: float = 0.0
     summaries: dict[str, Any] | None = None  # set by a summary hook (llm/summaries.py)
+    # What the run looked at (library-relative paths; None = the whole library), and the files
+    # it found there with more than one name (see `FileStat.links`).
+    scope: list[str] | None = None
+    linked: dict[str, FileStat] = field(default_factory=dict)
 
     @property
     def changed(self) -> bool:
@@ -222,6 +226,8 @@ class Indexer:
                 continue
             todo.append(rel)
         self._build(todo, files, states, report, progress, rebuilt, skipped)
+        report.scope = wanted
+        report.linked = {rel: st for rel, st in files.items() if st.links > 1}
         report.seconds = time.perf_counter() - t0
         self.store.set_meta(
             {
@@ -305,7 +311,7 @@ class Indexer:
                 named[display_path(rel)] = problem
                 return
             st = full.stat(follow_symlinks=False)
-            files[rel] = FileStat(st.st_size, st.st_mtime_ns)
+            files[rel] = FileStat(st.st_size, st.st_mtime_ns, st.st_nlink)
 
     def _library_relative(self, path: str) -> str | None:
         """A posix path relative to the root ('' = the root), or None if it is outside."""

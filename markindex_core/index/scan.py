@@ -34,6 +34,9 @@ from markindex_core.index.reading import Unreadable, open_regular, read_at_most
 class FileStat:
     size: int
     mtime_ns: int
+    # How many names the file has. Above 1 it can be written through a name outside the library,
+    # which no file event here reports (the daemon polls such files, see `Daemon._poll_linked`).
+    links: int = 1
 
 
 @dataclass
@@ -289,7 +292,7 @@ def _visit(
         stack.append(rel)
     else:
         st = entry.stat(follow_symlinks=False)
-        result.files[rel] = FileStat(st.st_size, st.st_mtime_ns)
+        result.files[rel] = FileStat(st.st_size, st.st_mtime_ns, st.st_nlink)
 
 
 # ----- linear-time gitignore patterns ----------------------------------------------------------

@@ -73,6 +73,7 @@ from markindex_core.config import (
 )
 from markindex_core.errors import MarkindexError
 from markindex_core.index.indexer import AfterWrite, Indexer, IndexReport, rebuild_from_folder
+from markindex_core.index.scan import FileStat
 from markindex_core.library import Library
 from markindex_core.serve.status import (
     read_status,
@@ -325,6 +326,7 @@ class Daemon:
         self._damaged = threading.Event()  # build the index again before the next reconcile
         self._events_lost = threading.Event()  # inotify's queue overflowed: say so, reconcile all
         self._confirm_after = False  # reconcile all once more when this one ends (see `_begin`)
+        self._linked: dict[str, FileStat] = {}  # files with several names (see `_poll_linked`)
         self._stopper: threading.Thread | None = None
         self._tidied_for: float | None = None
         self._catching_up: asyncio.Future[None] | None = None  # a slice of summaries, if any
@@ -628,9 +630,42 @@ class Daemon:
                 self._session.cancel()  # the next session watches it, and reconciles all
             if time.monotonic() - self._published_at >= DAEMON_HEARTBEAT_S:
                 self._publish()
+            self._poll_linked()
             await self._tidy_when_idle()
             await self._catch_up_when_idle()
             self._check_when_idle()
+
+    def _poll_linked(self) -> None:
+        """A file with several names can be written through one outside the library, and inotify
+        reports that to watches of that other folder only: the library's name would stay stale
+        for good, without a word. Such files (rare; found by each reconcile's stat) are compared
+        with their last seen stat every guard tick, and a change is handled as an event."""
+        if not self._linked or self._coalescer is None:
+            return
+        for rel, seen in list(self._linked.items()):
+            try:
+                st = os.stat(self.lib.root / rel, follow_symlinks=False)
+            except OSError:
+                del self._linked[rel]  # gone or unreadable: the reconcile it starts finds out
+                self._coalescer.add(rel)
+                continue
+            if (st.st_size, st.st_mtime_ns) != (seen.size, seen.mtime_ns):
+                self._linked[rel] = FileStat(st.st_size, st.st_mtime_ns, st.st_nlink)
+                self._coalescer.add(rel)
+
+    def _note_linked(self, report: IndexReport) -> None:
+        """Keep the files with several names current: a run replaces what it looked at."""
+        if report.scope is None:
+            self._linked = dict(report.linked)
+            return
+        scope = report.scope
+        kept = {
+            rel: st
+            for rel, st in self._linked.items()
+            if not any(rel == s or rel.startswith(s + "/") for s in scope)
+        }
+        kept.update(report.linked)
+        self._linked = kept
 
     def _lost_reason(self) -> str | None:
         """Why the running session no longer holds what it opened, or None while all is well."""
@@ -1037,6 +1072,7 @@ class Daemon:
 
     def _end(self, batch: Batch, report: IndexReport) -> None:
         now = time.time()
+        self._note_linked(report)
         if self._confirm_after and self._coalescer is not None:
             self._confirm_after = False
             log.info("reconciling everything once more: watches were rebuilt meanwhile")

@@ -69,6 +69,27 @@ def test_an_edit_through_one_hard_link_reaches_the_other(tmp_path: Path) -> None
         assert find(db, root, "narwhal") == {"a.md", "a-link.md"}
 
 
+def test_an_edit_through_a_hard_link_outside_the_library_is_seen(tmp_path: Path) -> None:
+    """inotify tells only the watches of the folder written through: an edit through a name
+    outside the library gives the daemon no event at all. It polls such files instead."""
+    root = _lib(tmp_path, {"a.md": "# A\n\nwalrus\n", "b.md": "# B\n\notter\n"})
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    os.link(root / "a.md", outside / "a.md")
+    db = tmp_path / "idx" / "index.db"
+    with running_daemon(root, db) as d:
+        assert find(db, root, "walrus") == {"a.md"}
+        since = time.time()
+        with open(outside / "a.md", "a", encoding="utf-8") as f:
+            f.write("\nnarwhal\n")
+        wait_for(lambda: find(db, root, "narwhal") == {"a.md"})
+        _assert_equal_to_fresh_build(d, tmp_path, since)
+        # The poll follows the file after its reindex: a second edit is seen too.
+        with open(outside / "a.md", "a", encoding="utf-8") as f:
+            f.write("\nbeluga\n")
+        wait_for(lambda: find(db, root, "beluga") == {"a.md"})
+
+
 def test_an_inotify_overflow_is_reconciled_and_said(tmp_path: Path) -> None:
     """Events the kernel dropped are found by a full reconcile, and the daemon says they were
     lost (log, status errors) instead of only watchdog's own log line."""
