@@ -37,7 +37,6 @@ import errno
 import gc
 import logging
 import os
-import re
 import signal
 import stat
 import sys
@@ -75,6 +74,7 @@ from markindex_core.errors import MarkindexError
 from markindex_core.index.indexer import AfterWrite, Indexer, IndexReport, rebuild_from_folder
 from markindex_core.index.scan import FileStat
 from markindex_core.library import Library
+from markindex_core.serve.mounts import mounts_in
 from markindex_core.serve.status import (
     read_status,
     remove_daemon_record,
@@ -140,32 +140,6 @@ class _Identity:
     lock: FileId | None = None
     rebuilt: FileId | None = None  # this daemon's rebuild of a damaged index, before its swap
     mounts: frozenset[str] | None = None  # mount points in the library folder (Linux)
-
-
-_MOUNTINFO = Path("/proc/self/mountinfo")
-_OCTAL_ESCAPE = re.compile(r"\\([0-7]{3})")
-
-
-def _mounts_in(root: Path) -> frozenset[str] | None:
-    """The mount points at or below `root`, or None where the mount table cannot be read.
-
-    A file system mounted into a folder of the library (a drive, a share, a bind mount), or
-    unmounted from it, sends no file event, and inotify does not watch what a mount brings:
-    the guard compares this set to notice, and starts the session again.
-    """
-    try:
-        text = _MOUNTINFO.read_text(encoding="utf-8", errors="surrogateescape")
-    except OSError:
-        return None
-    top = str(root).rstrip(os.sep)
-    points = set()
-    for line in text.splitlines():
-        fields = line.split(" ")
-        if len(fields) > 4:  # the 5th field is the mount point, with spaces as \040 and so on
-            point = _OCTAL_ESCAPE.sub(lambda m: chr(int(m.group(1), 8)), fields[4])
-            if point == top or point.startswith(top + os.sep):
-                points.add(point)
-    return frozenset(points)
 
 
 @dataclass(frozen=True)
@@ -479,7 +453,7 @@ class Daemon:
         retargeted = self._root_retargeted()
         if retargeted:
             raise DaemonStopped(retargeted, "restart `markindex daemon` to index that folder")
-        self._identity = _Identity(root=_file_id(self.lib.root), mounts=_mounts_in(self.lib.root))
+        self._identity = _Identity(root=_file_id(self.lib.root), mounts=mounts_in(self.lib.root))
         self._start_watching()
         await self._become_writer()
         await self._write_loop()
@@ -675,7 +649,7 @@ class Daemon:
         retargeted = self._root_retargeted()
         if retargeted:
             return retargeted  # the next session ends the daemon with it
-        if ident.mounts is not None and _mounts_in(self.lib.root) != ident.mounts:
+        if ident.mounts is not None and mounts_in(self.lib.root) != ident.mounts:
             return f"a file system was mounted or unmounted in the library folder {self.lib.root}"
         db = _file_id(self.lib.db_path)
         if ident.db is not None and db != ident.db:
