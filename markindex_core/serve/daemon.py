@@ -74,7 +74,7 @@ from markindex_core.errors import MarkindexError
 from markindex_core.index.indexer import AfterWrite, Indexer, IndexReport, rebuild_from_folder
 from markindex_core.index.scan import FileStat
 from markindex_core.library import Library
-from markindex_core.serve.mounts import mounts_in
+from markindex_core.serve.mounts import mounts_in, remote_file_system
 from markindex_core.serve.status import (
     read_status,
     remove_daemon_record,
@@ -254,6 +254,12 @@ class _LiveIndexer(Indexer):
         if writes:
             self.store.set_meta({"fts_pending_writes": str(pending)})
         return False
+
+
+REMOTE_HINT = (
+    "the library is on a network or FUSE file system ({where}): inotify sees no change made by"
+    " another machine there, so it is watched by polling every {s:.0f} s"
+)
 
 
 class Daemon:
@@ -505,8 +511,12 @@ class Daemon:
         handler = LibraryEvents(self.lib.root, self._coalescer, index_dir=self.lib.db_path.parent)
         self._alarm = OverflowAlarm(self._on_overflow)
         self._alarm.install()
+        remote = None if self.poll else remote_file_system(self.lib.root)
+        if remote:
+            self._poll_notice = REMOTE_HINT.format(where=remote, s=DAEMON_POLL_INTERVAL_S)
+            log.warning(self._poll_notice)
         # Watch first, then reconcile: an edit during the first scan is then never lost.
-        self._watch = start_watching(self.lib.root, handler, poll=self.poll)
+        self._watch = start_watching(self.lib.root, handler, poll=self.poll or bool(remote))
         self._events = handler
         notice = self._watch.notice or (self._poll_notice if self._watch.kind == "polling" else "")
         self._set(observer=self._watch.kind, notice=notice)
