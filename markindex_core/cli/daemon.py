@@ -41,7 +41,8 @@ def register(sub: Subparsers) -> None:
     p.add_argument(
         "--poll",
         action="store_true",
-        help="watch by polling (network drives; automatic when inotify limits are reached)",
+        help="watch by polling (automatic on network and FUSE file systems, and when inotify"
+        " limits are reached)",
     )
     p.add_argument(
         "--quiet-ms",
