@@ -152,6 +152,8 @@ def _print_index(out: Console, st: dict[str, Any]) -> None:
 
 
 def _print_daemon(out: Console, st: dict[str, Any]) -> None:
+    from markindex_core.serve.status import ENDED_HINT, ended_reason
+
     d = st["daemon"]
     if d and d.get("unresponsive"):
         out.print(
@@ -170,6 +172,9 @@ def _print_daemon(out: Console, st: dict[str, Any]) -> None:
         _print_live_daemon(out, d)
         for other in st.get("other_daemons", []):
             _print_live_daemon(out, other)
+    elif d and d.get("ended"):
+        out.print(f"[red]{_escape(ended_reason(d))}: the index is no longer kept live[/]")
+        out.print(f"  [yellow]{ENDED_HINT}[/]")
     elif st["writer_locked"]:
         pid = st["writer_pid"]
         out.print(

@@ -225,7 +225,9 @@ def read_status(lib: Library) -> dict[str, Any]:
             reason, hint (str | None: why it is retrying, recovering or stopped, what to do),
             recoveries (int), writing (bool, this pid holds the writer lock), alive (bool,
             computed: process exists
-            and heartbeat fresh), progress ({done, total} files of the running reconcile, or
+            and heartbeat fresh), unresponsive (bool, computed: holds the writer lock but no
+            longer beats), ended (bool, computed: killed, crashed or stopped by a failure, and no
+            writer took the lock since: the index is no longer kept live), progress ({done, total} files of the running reconcile, or
             None), heartbeat_at (float), heartbeat_age (float s, computed),
             started_at (float), observer ("inotify" | "polling" | …), notice (str, e.g. the
             polling fallback reason), queue (int, dirty paths waiting), busy (bool, reconciling
@@ -290,7 +292,8 @@ def daemon_states(
     now = time.time()
     daemon = read_status_file(db)
     if daemon is not None:
-        _judge(daemon, now, locked, holder)
+        last_writer = holder if locked else WriterLock(db).holder_pid()
+        _judge(daemon, now, locked, holder, last_writer)
     seen = {daemon.get("pid")} if daemon is not None else set()
     others: list[dict[str, Any]] = []
     for record in read_daemon_records(db):
@@ -350,9 +353,17 @@ def unresponsive_reason(daemon: dict[str, Any]) -> str:
 
 
 def daemon_warning(daemon: dict[str, Any] | None) -> str | None:
-    """`stale_warning` of a daemon (as `daemon_states` gives it) that is alive or frozen, naming
-    it; None when no daemon keeps the index live (a static index is never called stale)."""
-    if daemon is None or not (daemon["alive"] or daemon["unresponsive"]):
+    """`stale_warning` of a daemon (as `daemon_states` gives it) that is alive or frozen, or why
+    an ended one no longer keeps the index live, naming it; None when no daemon keeps the index
+    live, or one stopped cleanly (a static index is never called stale)."""
+    if daemon is None:
+        return None
+    if daemon.get("ended"):
+        return (
+            f"the live index has stopped updating: {ended_reason(daemon)}; answers miss changes"
+            f" made to the folder since ({ENDED_HINT})"
+        )
+    if not (daemon["alive"] or daemon["unresponsive"]):
         return None
     warning = stale_warning(daemon)
     return f"daemon pid {daemon.get('pid')}: {warning}" if warning else None
@@ -381,22 +392,54 @@ def _iso(seconds: float) -> str:
     return datetime.fromtimestamp(seconds, UTC).isoformat(timespec="seconds")
 
 
-def _judge(daemon: dict[str, Any], now: float, locked: bool, holder: int | None = None) -> None:
+def _judge(
+    daemon: dict[str, Any],
+    now: float,
+    locked: bool,
+    holder: int | None = None,
+    last_writer: int | None = None,
+) -> None:
     """Add the computed keys: alive (process exists, heartbeat fresh), unresponsive (holds the
-    writer lock, heartbeat stale: stopped with SIGSTOP or hung), heartbeat_age, writing."""
+    writer lock, heartbeat stale: stopped with SIGSTOP or hung), ended (gone without a clean
+    stop, and nothing wrote the index since: see `ended_reason`), heartbeat_age, writing.
+    `last_writer` is the pid the lock file names (the last process that took it)."""
     beat = _float(daemon.get("heartbeat_at")) or 0.0
     dpid = daemon.get("pid")
-    running = (
-        isinstance(dpid, int)
-        and not str(daemon.get("state")).startswith("stopped")
-        and _pid_alive(dpid)
-    )
+    state = str(daemon.get("state"))
+    running = isinstance(dpid, int) and not state.startswith("stopped") and _pid_alive(dpid)
     alive = running and now - beat < STALE_AFTER_S
     daemon["alive"] = alive
     # The lock's holder wrote its pid, and holds the lock: no reused pid can pass for it.
     daemon["unresponsive"] = bool(running and not alive and locked and holder == dpid)
+    # Killed, crashed or stopped by a failure while the index was its to write, and no writer
+    # took the lock since (its pid is still the lock file's): the index stopped being live.
+    daemon["ended"] = bool(
+        isinstance(dpid, int)
+        and not alive
+        and not daemon["unresponsive"]
+        and state != "stopped"
+        and not locked
+        and last_writer == dpid
+    )
     daemon["heartbeat_age"] = round(now - beat, 3) if beat else None
     daemon["writing"] = bool(alive and daemon.get("writing") and locked)
+
+
+def ended_reason(daemon: dict[str, Any]) -> str:
+    """How an `ended` daemon (see `_judge`) ended, and when it was last heard from."""
+    beat = _float(daemon.get("heartbeat_at"))
+    when = f"last heard from at {_iso(beat)}" if beat else ""
+    reason = daemon.get("reason")
+    if reason:
+        return f"daemon pid {daemon.get('pid')} stopped because {reason}" + (
+            f" ({when})" if when else ""
+        )
+    return f"daemon pid {daemon.get('pid')} ended without stopping (killed or crashed" + (
+        f"; {when})" if when else ")"
+    )
+
+
+ENDED_HINT = "start `markindex daemon` again, or run `markindex index`"
 
 
 def _float(value: Any) -> float | None:

@@ -212,6 +212,59 @@ def test_a_frozen_daemon_holding_the_writer_lock_is_not_taken_for_another_writer
         assert d.stop() == 0, d.log
 
 
+def test_a_killed_daemon_is_said_until_another_writer_takes_over(tmp_path: Path) -> None:
+    """A daemon killed (SIGKILL, the OOM killer) or crashed leaves its status file saying
+    `watching`: status, `markindex search` and a plain `markindex mcp` beside it must say the
+    index is no longer live, not "daemon: not running" and answers without a word. A later
+    `markindex index` brings the index up to date: from then on it is a static index again."""
+    root = _lib(tmp_path, {"a.md": "# A\n\nalpha\n"})
+    db = tmp_path / "idx" / "index.db"
+
+    def search() -> subprocess.CompletedProcess[str]:
+        cmd = [
+            sys.executable,
+            "-m",
+            "markindex_core",
+            "search",
+            str(root),
+            "alpha",
+            "--db",
+            str(db),
+        ]
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+
+    d = DaemonProcess(root, db)
+    d.wait_writing()
+    d.stop(signal.SIGKILL)
+    (root / "a.md").write_text("# A\n\nalpha bravo\n", encoding="utf-8")  # never indexed
+    st, text = _status(root, db)
+    assert st["daemon"]["ended"] and not st["daemon"]["alive"], st
+    assert f"daemon pid {d.proc.pid} ended without stopping (killed or crashed" in text, text
+    assert "no longer kept live" in text and "not running" not in text, text
+    warning = DaemonWatch(db)()
+    assert warning and "the live index has stopped updating" in warning, warning
+    assert f"pid {d.proc.pid}" in warning and "markindex daemon" in warning, warning
+    assert "ended without stopping" in " ".join(search().stderr.split())
+
+    Library(root, db).index()  # another writer brings the index up to date
+    st, text = _status(root, db)
+    assert not st["daemon"]["ended"] and "daemon: not running" in text, (st, text)
+    assert DaemonWatch(db)() is None
+    assert "warning" not in search().stderr
+
+
+def test_a_daemon_stopped_cleanly_leaves_a_static_index_and_no_warning(tmp_path: Path) -> None:
+    root = _lib(tmp_path, {"a.md": "# A\n\nalpha\n"})
+    db = tmp_path / "idx" / "index.db"
+    d = DaemonProcess(root, db)
+    d.wait_writing()
+    assert d.stop() == 0, d.log
+    st, text = _status(root, db)
+    assert st["daemon"]["state"] == "stopped" and not st["daemon"]["ended"], st
+    assert "daemon: not running" in text, text
+    assert DaemonWatch(db)() is None
+
+
 def test_stale_warning_says_what_keeps_the_index_behind() -> None:
     """The one rule behind tool envelopes, `search` and the terminal app's status line."""
     import time
