@@ -19,6 +19,8 @@ from markindex_core.config import (
     DAEMON_QUIET_MS,
     DAEMON_QUIET_MS_MAX,
     DAEMON_SUMMARY_SLICE_S,
+    DAEMON_SWEEP_S,
+    DAEMON_SWEEP_S_MAX,
     STATUS_ERRORS_SHOWN,
     STATUS_SKIPPED_SHOWN,
 )
@@ -52,6 +54,15 @@ def register(sub: Subparsers) -> None:
         help=f"reconcile once file events pause for N ms (default {DAEMON_QUIET_MS})",
     )
     p.add_argument(
+        "--sweep-s",
+        type=float,
+        default=None,
+        metavar="S",
+        help="when idle, compare every file's size and mtime with the index every S seconds, a"
+        " safety net for changes no file event reports (default"
+        f" {DAEMON_SWEEP_S:.0f}; 0 turns it off)",
+    )
+    p.add_argument(
         "--no-mcp",
         dest="mcp",
         action="store_false",
@@ -81,6 +92,11 @@ def cmd_daemon(args: argparse.Namespace) -> int:
             f"--quiet-ms must be between 0 and {DAEMON_QUIET_MS_MAX}",
             f"e.g. --quiet-ms {DAEMON_QUIET_MS}",
         )
+    if args.sweep_s is not None and not 0 <= args.sweep_s <= DAEMON_SWEEP_S_MAX:
+        raise InvalidArgument(
+            f"--sweep-s must be between 0 and {DAEMON_SWEEP_S_MAX}",
+            f"e.g. --sweep-s {DAEMON_SWEEP_S}",
+        )
     for pattern in args.ignore:
         normalize_ignore_pattern(pattern)  # reject bad patterns before anything starts
     lib = open_library(args)
@@ -95,6 +111,7 @@ def cmd_daemon(args: argparse.Namespace) -> int:
         setext=args.setext,
         poll=args.poll,
         quiet_ms=args.quiet_ms,
+        sweep_s=args.sweep_s,
         serve_mcp=args.mcp,
         after_write=hook,
     )

@@ -67,6 +67,7 @@ from markindex_core.config import (
     DAEMON_ROOT_WAIT_S,
     DAEMON_SETTLED_QUIET_MS,
     DAEMON_SHUTDOWN_S,
+    DAEMON_SWEEP_S,
     DAEMON_TIDY_DEFER_WRITES,
     DAEMON_TIDY_IDLE_S,
 )
@@ -274,6 +275,7 @@ class Daemon:
         poll: bool = False,
         quiet_ms: int | None = None,
         max_wait_ms: int | None = None,
+        sweep_s: float | None = None,
         after_write: AfterWrite | None = None,
     ) -> None:
         self.lib = lib
@@ -285,6 +287,7 @@ class Daemon:
         self.poll = poll
         self.quiet_s = (quiet_ms if quiet_ms is not None else DAEMON_QUIET_MS) / 1000
         self.max_wait_s = (max_wait_ms if max_wait_ms is not None else DAEMON_MAX_WAIT_MS) / 1000
+        self.sweep_s = sweep_s if sweep_s is not None else DAEMON_SWEEP_S
         self.lock = WriterLock(lib.db_path)
         self.fatal: DaemonStopped | None = None
         self.ended = asyncio.Event()  # set (on the loop) when the daemon gives up: see `fatal`
@@ -307,6 +310,7 @@ class Daemon:
         self._events_lost = threading.Event()  # inotify's queue overflowed: say so, reconcile all
         self._confirm_after = False  # reconcile all once more when this one ends (see `_begin`)
         self._linked: dict[str, FileStat] = {}  # files with several names (see `_poll_linked`)
+        self._full_at = time.monotonic()  # the last full reconcile ended (see `_sweep_when_idle`)
         self._stopper: threading.Thread | None = None
         self._tidied_for: float | None = None
         self._catching_up: asyncio.Future[None] | None = None  # a slice of summaries, if any
@@ -615,6 +619,7 @@ class Daemon:
             if time.monotonic() - self._published_at >= DAEMON_HEARTBEAT_S:
                 self._publish()
             self._poll_linked()
+            self._sweep_when_idle()
             await self._tidy_when_idle()
             await self._catch_up_when_idle()
             self._check_when_idle()
@@ -636,6 +641,18 @@ class Daemon:
             if (st.st_size, st.st_mtime_ns) != (seen.size, seen.mtime_ns):
                 self._linked[rel] = FileStat(st.st_size, st.st_mtime_ns, st.st_nlink)
                 self._coalescer.add(rel)
+
+    def _sweep_when_idle(self) -> None:
+        """Every `sweep_s` without a full reconcile, and while nothing else is to do, compare
+        every file with the index (a stat each): a safety net for a change no file event told
+        of, such as a write through a shared mmap. What it finds is said (see `_end`)."""
+        c = self._coalescer
+        if not self.sweep_s or c is None or not self.lock.held or c.pending:
+            return
+        if self._get("busy") or time.monotonic() - self._full_at < self.sweep_s:
+            return
+        self._full_at = time.monotonic()  # once per period, also when it fails
+        c.request_sweep()
 
     def _note_linked(self, report: IndexReport) -> None:
         """Keep the files with several names current: a run replaces what it looked at."""
@@ -1057,6 +1074,16 @@ class Daemon:
     def _end(self, batch: Batch, report: IndexReport) -> None:
         now = time.time()
         self._note_linked(report)
+        if batch.full or batch.rules_changed:
+            self._full_at = time.monotonic()
+        if batch.sweep and not batch.paths and not batch.rules_changed and report.changed:
+            # No event named these: the watcher missed them (they are indexed now).
+            missed = [*report.added, *report.updated, *report.removed]
+            self._error(
+                missed[0],
+                f"the periodic check found {len(missed)} changed files no file event told of"
+                f" (e.g. {missed[0]}); they are indexed now",
+            )
         if self._confirm_after and self._coalescer is not None:
             self._confirm_after = False
             log.info("reconciling everything once more: watches were rebuilt meanwhile")
@@ -1151,6 +1178,7 @@ def run_daemon(
     setext: bool | None = None,
     poll: bool = False,
     quiet_ms: int | None = None,
+    sweep_s: float | None = None,
     serve_mcp: bool = True,
     after_write: AfterWrite | None = None,
 ) -> None:
@@ -1161,7 +1189,13 @@ def run_daemon(
     when the daemon had to give up (the caller prints it and exits non-zero).
     """
     daemon = Daemon(
-        lib, ignore=ignore, setext=setext, poll=poll, quiet_ms=quiet_ms, after_write=after_write
+        lib,
+        ignore=ignore,
+        setext=setext,
+        poll=poll,
+        quiet_ms=quiet_ms,
+        sweep_s=sweep_s,
+        after_write=after_write,
     )
     lib.live_warning = daemon.freshness_warning  # tool envelopes say when answers may be stale
 

@@ -67,6 +67,7 @@ class Batch:
     paths: set[str] = field(default_factory=set)
     rules_changed: bool = False
     full: bool = False
+    sweep: bool = False  # the full look is the periodic one, not asked for by an event
 
     def __bool__(self) -> bool:
         return bool(self.paths or self.rules_changed or self.full)
@@ -75,6 +76,7 @@ class Batch:
         self.paths |= other.paths
         self.rules_changed |= other.rules_changed
         self.full |= other.full
+        self.sweep |= other.sweep
 
 
 def minimal_paths(paths: Iterable[str]) -> list[str]:
@@ -135,6 +137,12 @@ class Coalescer:
             self._batch.full = True
             self._signal_locked()
 
+    def request_sweep(self) -> None:
+        """A full look that no event asked for (see `Daemon._sweep_when_idle`)."""
+        with self._lock:
+            self._batch.full = self._batch.sweep = True
+            self._signal_locked()
+
     def put_back(self, batch: Batch) -> None:
         """Return a batch whose reconcile failed, to be retried with whatever came since."""
         with self._lock:
@@ -156,7 +164,10 @@ class Coalescer:
     def _on_signal(self) -> None:
         with self._lock:
             self._signalled = False
-        self.last_event_at = time.time()
+            b = self._batch
+            event = bool(b.paths or b.rules_changed or (b.full and not b.sweep))
+        if event:  # the periodic sweep is not a file event
+            self.last_event_at = time.time()
         self._wake.set()
 
     def _window(self) -> float:

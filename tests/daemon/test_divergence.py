@@ -7,6 +7,7 @@ the live index with a fresh build of the same folder.
 
 from __future__ import annotations
 
+import mmap
 import os
 import signal
 import subprocess
@@ -88,6 +89,25 @@ def test_an_edit_through_a_hard_link_outside_the_library_is_seen(tmp_path: Path)
         with open(outside / "a.md", "a", encoding="utf-8") as f:
             f.write("\nbeluga\n")
         wait_for(lambda: find(db, root, "beluga") == {"a.md"})
+
+
+def test_a_change_no_event_reports_is_found_by_the_periodic_sweep(tmp_path: Path) -> None:
+    """A write through a shared mmap sends no inotify event (nor does the fd's close, until it
+    comes): only the periodic comparison of every file's stat finds it, and says so."""
+    root = _lib(tmp_path, {"a.md": "# A\n\nwalrus\n", "b.md": "# B\n\notter\n"})
+    db = tmp_path / "idx" / "index.db"
+    with running_daemon(root, db, "--sweep-s", "2") as d:
+        with open(root / "a.md", "r+b") as f, mmap.mmap(f.fileno(), 0) as m:
+            at = m.find(b"walrus")
+            m[at : at + 6] = b"beluga"
+            m.flush()
+            # The file stays open: its close would be an event of its own.
+            wait_for(lambda: find(db, root, "beluga") == {"a.md"}, timeout=15)
+            # Said in status (and the log) once the reconcile has ended.
+            wait_for(
+                lambda: any("no file event told of" in e["error"] for e in d.status()["errors"])
+            )
+        assert find(db, root, "walrus") == set()
 
 
 def test_an_inotify_overflow_is_reconciled_and_said(tmp_path: Path) -> None:
