@@ -87,6 +87,9 @@ DOC_EVIDENCE_PASSAGES = 3  # a document's evidence: its best this many candidate
 DOC_WEIGHT = 0.2  # … its share of the best document's evidence, at this weight, is added
 LINK_PENALTY = 0.3  # a candidate that is a table of contents loses this much: …
 CONTENTS_LINK_SHARE = 0.6  # … a share of its characters this large links to its own headings
+TITLE_MATCH_DEPTH = 20  # the best candidates whose own section title is compared with the query …
+TITLE_MATCH_WEIGHT = 0.12  # … each raised by this × (title precision × √recall), IDF-weighted
+TERM_RARITY_CACHE = 50_000  # words whose passage IDF a searcher keeps (then starts over)
 
 # ----- Passages: the evidence units (passages.py) ------------------------------------------------
 PASSAGE_MIN_TOKENS = 12  # shorter blocks (a bold label, a heading) join the next block

@@ -11,12 +11,17 @@ candidates only, so the cost stays bounded whatever the size of the library:
 - Tables of contents: a list of links to a document's own headings names every topic of a
   question and answers none. The best CONTENTS_DEPTH candidates are read and such lists lowered,
   and so is the body of a References / See also section: it names the topics too.
+- Section titles: a passage's title path is one BM25 field among its words, so the section that
+  merely mentions a question's topic ranks beside the section whose own title *is* that topic.
+  Among the best TITLE_MATCH_DEPTH candidates, a passage whose section title is mostly words of
+  the question (and names a good part of them) is raised (`by_title`).
 """
 
 from __future__ import annotations
 
+import math
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 
 from markindex_core.config import (
     CONTENTS_DEPTH,
@@ -25,7 +30,11 @@ from markindex_core.config import (
     DOC_WEIGHT,
     LINK_PENALTY,
     RERANK_DEPTH,
+    TITLE_MATCH_DEPTH,
+    TITLE_MATCH_WEIGHT,
 )
+from markindex_core.text import segment
+from markindex_core.text.stopwords import is_stopword
 
 # A Markdown link to a heading of the same document: `[text](#anchor)`.
 _LINK = re.compile(r"\[[^\]\n]*\]\(#[^)\s]*\)")
@@ -107,3 +116,49 @@ def demote_contents(
 
 def _names_without_saying(text_of: dict[int, str], title_of: dict[int, str], pid: int) -> bool:
     return is_references(title_of.get(pid, "")) or is_contents(text_of.get(pid, ""))
+
+
+def by_title(
+    ranked: list[tuple[float, int]],
+    titles: Callable[[list[int]], dict[int, str]],
+    asked: Collection[str],
+    rarity: Callable[[str], float],
+) -> list[tuple[float, int]]:
+    """`ranked` again, each of its first TITLE_MATCH_DEPTH passages raised by how well its own
+    section title matches the query terms `asked` (`title_match`, times TITLE_MATCH_WEIGHT).
+
+    Measured on the dev questions (eval/tune_rank.py): English hit@1 61.5% -> 64.6%, one more
+    question on each half, nothing lower; the answer to a paraphrased question often sits in the
+    section titled with a few of its words ("User Stories" for "which user story ...").
+    """
+    head = ranked[:TITLE_MATCH_DEPTH]
+    if not head or not asked or TITLE_MATCH_WEIGHT <= 0:
+        return ranked
+    title_of = titles([pid for _, pid in head])
+    asked_weight = sum(map(rarity, asked))
+    matches = [title_match(title_of.get(pid, ""), asked, asked_weight, rarity) for _, pid in head]
+    rescored = [
+        (score + TITLE_MATCH_WEIGHT * m, pid) for (score, pid), m in zip(head, matches, strict=True)
+    ]
+    rescored.sort(reverse=True)  # raised only: the head stays above the tail
+    return rescored + ranked[TITLE_MATCH_DEPTH:]
+
+
+def title_match(
+    title: str, asked: Collection[str], asked_weight: float, rarity: Callable[[str], float]
+) -> float:
+    """How much a section title is about the query: the IDF share of its words that the query
+    asks (precision) times the square root of the IDF share of the query it names (recall).
+
+    Precision leads: "Priority" under a question about priority values is that topic, while
+    "Design Details" names nothing. Only titles without Chinese count: measured with Chinese
+    titles too, Chinese hit@1 fell by a question on one half and nothing rose.
+    """
+    if not title.isascii():
+        return 0.0
+    words = {t for t in segment.terms(title) if not is_stopword(t)}
+    shared = sum(rarity(t) for t in words if t in asked)
+    if shared <= 0:
+        return 0.0
+    total = sum(map(rarity, words))
+    return shared / total * math.sqrt(shared / asked_weight) if total and asked_weight else 0.0

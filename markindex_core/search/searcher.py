@@ -8,6 +8,7 @@ evidence a reader should read first and the range a citation names.
 
 from __future__ import annotations
 
+import math
 import re
 import threading
 import time
@@ -31,9 +32,10 @@ from markindex_core.config import (
     SEARCH_MAX_LIMIT,
     SNIPPET_CHARS,
     STRICT_ENOUGH,
+    TERM_RARITY_CACHE,
 )
 from markindex_core.search.evidence import is_prose
-from markindex_core.search.rerank import by_document, demote_contents
+from markindex_core.search.rerank import by_document, by_title, demote_contents
 from markindex_core.store.db import Store, connect
 from markindex_core.store.outline import title_path
 from markindex_core.store.search_queries import PassageScore, Scope, SearchQueries
@@ -129,6 +131,7 @@ class Searcher:
         self.queries = SearchQueries(store.conn)
         self._pool: ThreadPoolExecutor | None = None
         self._helper_state = threading.local()
+        self._rarity = _Rarity(self.queries.passage_doc_frequency, self.queries.passage_count_bound)
 
     def search(
         self,
@@ -160,15 +163,16 @@ class Searcher:
             return SearchResult(query, [], "none", "the query has no searchable words", [], _ms(t0))
         scope = Scope.of(folder, doc_path)
         exprs = [_group_expr(g) for g in groups]
+        asked = {t for g in groups for t in g}
         ranking = " OR ".join(self._informative(groups, exprs))
         strict_nodes = (
             self.queries.matching_nodes(" AND ".join(exprs), scope) if len(groups) > 1 else None
         )
         if strict_nodes is None or len(strict_nodes) >= min(STRICT_ENOUGH, limit):
-            hits = self._rank(ranking, strict_nodes, scope, limit, terms)
+            hits = self._rank(ranking, strict_nodes, scope, limit, terms, asked)
             mode, notice = "strict", ""
         else:  # sections with every word still come first
-            hits = self._rank(ranking, None, scope, limit, terms, boost=strict_nodes)
+            hits = self._rank(ranking, None, scope, limit, terms, asked, boost=strict_nodes)
             mode, notice = "relaxed", _relaxed_notice(len(strict_nodes), len(groups))
         if not hits:
             hits, extra = self._substring(query, scope, limit)
@@ -208,6 +212,7 @@ class Searcher:
         scope: Scope,
         limit: int,
         terms: list[str],
+        asked: set[str],
         boost: set[int] | None = None,
     ) -> list[Hit]:
         passages, node_scores = self._candidates(match, scope)
@@ -218,9 +223,11 @@ class Searcher:
             return []
         top_node = max(node_scores.values(), default=1.0) or 1.0
         ranked = _blend(passages, node_scores, top_node, boost or set())
-        texts = _PassageTexts(self.queries.passage_texts)  # read once for both uses below
-        ranked = demote_contents(ranked, texts, self._titles_of(passages))
+        texts = _ReadOnce(self.queries.passage_texts)  # read once for both uses below
+        titles = _ReadOnce(self._titles_of(passages))  # read once for both re-rankings
+        ranked = demote_contents(ranked, texts, titles)
         ranked = by_document(ranked, {pid: p.doc_id for pid, p in passages.items()})
+        ranked = by_title(ranked, titles, asked, self._rarity)
         prose = _ProseCheck(texts)
         chosen = _choose(ranked, passages, node_scores, top_node, limit, prose)
         hits = (self._hit(pick, terms) for pick in chosen)
@@ -299,7 +306,7 @@ class Searcher:
         if not found:
             return [], []
         match = " OR ".join(_quote(t) for t in dict.fromkeys(found))
-        return self._rank(match, None, scope, limit, found), found[:10]
+        return self._rank(match, None, scope, limit, found, set(found)), found[:10]
 
 
 @dataclass(frozen=True)
@@ -428,9 +435,10 @@ def _merge(
     return False
 
 
-class _PassageTexts:
-    """Passage texts of one search, each read from the store once: the table-of-contents check
-    and the citation merge ask for many of the same passages."""
+class _ReadOnce:
+    """Passage texts (or titles) of one search, each read from the store once: the
+    table-of-contents check and the citation merge ask for many of the same passages' texts,
+    the contents check and the title match for many of the same titles."""
 
     def __init__(self, read: Callable[[list[int]], dict[int, str]]) -> None:
         self._read = read
@@ -447,7 +455,7 @@ class _PassageTexts:
 class _ProseCheck:
     """Whether a passage is prose (see `evidence.is_prose`), decided once per passage."""
 
-    def __init__(self, texts: _PassageTexts) -> None:
+    def __init__(self, texts: _ReadOnce) -> None:
         self._texts = texts
         self._known: dict[int, bool] = {}
 
@@ -455,6 +463,29 @@ class _ProseCheck:
         if pid not in self._known:
             self._known[pid] = is_prose(self._texts([pid]).get(pid, ""))
         return self._known[pid]
+
+
+class _Rarity:
+    """A word's IDF over passages, log((N + 1) / (df + 0.5)) (0 for a word no passage holds),
+    each word looked up once: section titles repeat the same words from search to search. Kept
+    for TERM_RARITY_CACHE words, then looked up anew, so an index that changed is seen again."""
+
+    def __init__(self, frequency: Callable[[str], int], count: Callable[[], int]) -> None:
+        self._frequency = frequency
+        self._count = count
+        self._passages = 0
+        self._known: dict[str, float] = {}
+
+    def __call__(self, term: str) -> float:
+        known = self._known.get(term)
+        if known is not None:
+            return known
+        if len(self._known) >= TERM_RARITY_CACHE or not self._passages:
+            self._known.clear()
+            self._passages = self._count()
+        df = self._frequency(term)
+        idf = self._known[term] = math.log((self._passages + 1) / (df + 0.5)) if df else 0.0
+        return idf
 
 
 def _grow(passages: dict[int, PassageScore], pid: int, used: set[int]) -> tuple[int, int]:

@@ -103,6 +103,12 @@ class SearchQueries:
         ).fetchone()
         return int(row[0] or 0) if row else 0
 
+    def passage_count_bound(self) -> int:
+        """The number of passages, or a little more once documents were replaced (the largest
+        passage id): all an IDF needs, read from the primary key's end instead of a count."""
+        row = self.conn.execute("SELECT max(id) FROM passages").fetchone()
+        return int(row[0] or 0) if row else 0
+
     def node_vocabulary_like(self, fragment: str, limit: int = 20) -> list[str]:
         """Indexed node words containing `fragment`, the most widespread first (from the
         vocabulary at hand; from the current one when that finds none, see `VocabularyCache`)."""

@@ -7,10 +7,12 @@ from pathlib import Path
 from markindex_core.library import Library
 from markindex_core.search.rerank import (
     by_document,
+    by_title,
     demote_contents,
     document_evidence,
     is_contents,
     is_references,
+    title_match,
 )
 
 
@@ -155,3 +157,49 @@ def test_a_references_list_gives_way_to_the_passage_that_answers(tmp_path: Path)
     hits = lib.search("what happens when an expired authenticator is used to sign in").hits
     assert [h.title_path[-1] for h in hits[:2]] == ["Lifecycle", "References"]
     lib.close()
+
+
+def test_the_section_titled_with_the_questions_topic_outranks_one_that_mentions_it(
+    tmp_path: Path,
+) -> None:
+    """BM25 prefers "Design Details", which repeats the question's words; the section titled
+    "Priority" answers it, and its title is nothing but a word of the question."""
+    root = tmp_path / "lib"
+    root.mkdir()
+    (root / "kep.md").write_text(
+        "# KEP-7: Widget admission\n\n## Design Details\n\nThe admission controller reads the"
+        " widget spec and copies the widget's priority value into the audit record, where the"
+        " highest priority value seen is kept with the widget. A widget with no priority value"
+        f" gets the default value.\n\n{_filler(1)}\n\n## Priority\n\nThe highest value a"
+        f" widget may ask for is 1000; a higher one is rejected.\n\n{_filler(2)}\n",
+        encoding="utf-8",
+    )
+    lib = _indexed_with_notes(root)
+    hits = lib.search("what is the highest priority value a widget may have").hits
+    assert [h.title_path[-1] for h in hits[:2]] == ["Priority", "Design Details"]
+    lib.close()
+
+
+def test_title_match_is_led_by_how_much_of_the_title_the_query_asks() -> None:
+    asked = {"prioriti", "valu", "widget"}
+    rarity = {"prioriti": 3.0, "valu": 1.0, "widget": 4.0, "design": 1.0, "detail": 1.0}.get
+
+    def match(title: str) -> float:
+        return title_match(title, asked, 8.0, lambda t: rarity(t, 2.0))
+
+    assert match("Priority") > match("Priority of the owner") > 0
+    assert match("Widget priority value") > match("Priority")  # names more of the question
+    assert match("Design Details") == 0.0
+    assert match("优先级 Priority") == 0.0  # Chinese titles are left out
+    assert match("") == 0.0
+
+
+def test_only_the_head_is_raised_by_its_title() -> None:
+    ranked = [(1.0 - i / 100, i) for i in range(60)]
+    titles = {0: "Overview", 5: "Priority", 30: "Priority"}
+    out = by_title(
+        ranked, lambda ids: {i: titles.get(i, "Other") for i in ids}, {"prioriti"}, lambda t: 1.0
+    )
+    assert out[0][1] == 5
+    assert [pid for _, pid in out[20:]] == list(range(20, 60))  # 30 is past the head: unmoved
+    assert out[:20] == sorted(out[:20], reverse=True)
