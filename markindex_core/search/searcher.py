@@ -131,7 +131,7 @@ class Searcher:
         self.queries = SearchQueries(store.conn)
         self._pool: ThreadPoolExecutor | None = None
         self._helper_state = threading.local()
-        self._rarity = _Rarity(self.queries.passage_doc_frequency, self.queries.passage_count_bound)
+        self._rarity = _Rarity(self.queries)
 
     def search(
         self,
@@ -227,6 +227,7 @@ class Searcher:
         titles = _ReadOnce(self._titles_of(passages))  # read once for both re-rankings
         ranked = demote_contents(ranked, texts, titles)
         ranked = by_document(ranked, {pid: p.doc_id for pid, p in passages.items()})
+        self._rarity.renew()
         ranked = by_title(ranked, titles, asked, self._rarity)
         prose = _ProseCheck(texts)
         chosen = _choose(ranked, passages, node_scores, top_node, limit, prose)
@@ -467,14 +468,23 @@ class _ProseCheck:
 
 class _Rarity:
     """A word's IDF over passages, log((N + 1) / (df + 0.5)) (0 for a word no passage holds),
-    each word looked up once: section titles repeat the same words from search to search. Kept
-    for TERM_RARITY_CACHE words, then looked up anew, so an index that changed is seen again."""
+    each word looked up once per snapshot of the index: section titles repeat the same words from
+    search to search. Forgotten when the index changed (a live index changes all the time, and a
+    word new to it must not keep an IDF of 0), and after TERM_RARITY_CACHE words."""
 
-    def __init__(self, frequency: Callable[[str], int], count: Callable[[], int]) -> None:
-        self._frequency = frequency
-        self._count = count
+    def __init__(self, queries: SearchQueries) -> None:
+        self._queries = queries
+        self._version: tuple[int, int] | None = None
         self._passages = 0
         self._known: dict[str, float] = {}
+
+    def renew(self) -> None:
+        """Start over if the index changed since the last search (inside its read transaction)."""
+        version = self._queries.snapshot_version()
+        if version != self._version:
+            self._version = version
+            self._known.clear()
+            self._passages = 0
 
     def __call__(self, term: str) -> float:
         known = self._known.get(term)
@@ -482,8 +492,8 @@ class _Rarity:
             return known
         if len(self._known) >= TERM_RARITY_CACHE or not self._passages:
             self._known.clear()
-            self._passages = self._count()
-        df = self._frequency(term)
+            self._passages = self._queries.passage_count_bound()
+        df = self._queries.passage_doc_frequency(term)
         idf = self._known[term] = math.log((self._passages + 1) / (df + 0.5)) if df else 0.0
         return idf
 

@@ -25,7 +25,7 @@ from markindex_core.config import (
     WEIGHT_TITLE,
 )
 from markindex_core.store.db import connect
-from markindex_core.store.vocabulary import VocabularyCache
+from markindex_core.store.vocabulary import Version, VocabularyCache, snapshot_version
 
 # Deeper than any outline can nest: only a guard against a corrupt parent cycle.
 _MAX_ANCESTORS = 10_000
@@ -102,6 +102,10 @@ class SearchQueries:
             "SELECT doc FROM temp.passage_vocab WHERE term=?", (term,)
         ).fetchone()
         return int(row[0] or 0) if row else 0
+
+    def snapshot_version(self) -> Version:
+        """Changes whenever the index does (see `vocabulary.snapshot_version`)."""
+        return snapshot_version(self.conn)
 
     def passage_count_bound(self) -> int:
         """The number of passages, or a little more once documents were replaced (the largest

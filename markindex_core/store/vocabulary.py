@@ -59,6 +59,12 @@ class Vocabulary:
 Version = tuple[int, int]
 
 
+def snapshot_version(conn: apsw.Connection) -> Version:
+    """Changes whenever the index does: `data_version` with other connections' commits,
+    `total_changes` with this one's."""
+    return int(conn.pragma("data_version")), conn.total_changes()
+
+
 class VocabularyCache:
     """The vocabulary one connection's searches use, renewed in the background after a change.
 
@@ -83,8 +89,7 @@ class VocabularyCache:
     def get(self, *, wait: bool = False) -> Vocabulary:
         """The vocabulary to search with now (on this connection's thread, in a read transaction);
         with `wait`, the one of the current snapshot, waiting for a renewal under way."""
-        # `data_version` changes with other connections' commits, `total_changes` with this one's.
-        version = (int(self.conn.pragma("data_version")), self.conn.total_changes())
+        version = snapshot_version(self.conn)
         self._take_loaded()
         if self._vocab is None:
             self._vocab, self._version = Vocabulary.load(self.conn), version

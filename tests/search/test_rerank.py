@@ -203,3 +203,19 @@ def test_only_the_head_is_raised_by_its_title() -> None:
     assert out[0][1] == 5
     assert [pid for _, pid in out[20:]] == list(range(20, 60))  # 30 is past the head: unmoved
     assert out[:20] == sorted(out[:20], reverse=True)
+
+
+def test_word_rarity_follows_the_index_as_it_changes(tmp_path: Path) -> None:
+    """The title match weighs words by IDF, kept per searcher: after a write (a live index
+    writes all the time) a word new to the index must not keep the IDF of a word found nowhere."""
+    root = tmp_path / "lib"
+    root.mkdir()
+    lib = _indexed_with_notes(root)
+    searcher = lib.searcher()
+    lib.search("gardening")
+    assert searcher._rarity("zebra") == 0.0
+    (root / "z.md").write_text("# Zebra\n\nA zebra crossing.\n", encoding="utf-8")
+    lib.index()
+    lib.search("gardening")
+    assert lib.searcher() is searcher and searcher._rarity("zebra") > 0
+    lib.close()
