@@ -165,6 +165,7 @@ DAEMON_TIDY_DEFER_WRITES = 64  # …which saves defer, up to this many writes, o
 BUSY_TIMEOUT_MS = 5_000  # a connection waits this long for a lock before SQLITE_BUSY
 DAEMON_CHECKPOINT_BUSY_MS = 100  # the idle WAL truncation waits at most this long for readers
 DAEMON_HEARTBEAT_S = 2.0  # status file refresh; a daemon silent for 3 beats counts as gone
+DAEMON_WAIT_WARN_S = 60.0  # a daemon waiting this long for a writer that is no daemon says so
 DAEMON_SLOW_RECONCILE_S = 5.0  # a reconcile running longer is said in tool envelopes (catching up)
 DAEMON_WARNING_TTL_S = 1.0  # `mcp` reads another process's daemon state at most this often
 DAEMON_GUARD_S = 0.5  # how often the daemon checks that root, index file and lock are still its own

@@ -70,6 +70,7 @@ from markindex_core.config import (
     DAEMON_SWEEP_S,
     DAEMON_TIDY_DEFER_WRITES,
     DAEMON_TIDY_IDLE_S,
+    DAEMON_WAIT_WARN_S,
 )
 from markindex_core.errors import MarkindexError
 from markindex_core.index.indexer import AfterWrite, Indexer, IndexReport, rebuild_from_folder
@@ -77,6 +78,8 @@ from markindex_core.index.scan import FileStat
 from markindex_core.library import Library
 from markindex_core.serve.mounts import mounts_in, remote_file_system
 from markindex_core.serve.status import (
+    DaemonWatch,
+    iso_time,
     read_status,
     remove_daemon_record,
     stale_warning,
@@ -310,6 +313,8 @@ class Daemon:
         self._events_lost = threading.Event()  # inotify's queue overflowed: say so, reconcile all
         self._confirm_after = False  # reconcile all once more when this one ends (see `_begin`)
         self._linked: dict[str, FileStat] = {}  # files with several names (see `_poll_linked`)
+        self._writer_watch = DaemonWatch(lib.db_path)  # the writer's state, while read-only
+        self._read_only_since: float | None = None  # wall clock; waiting for the writer lock
         self._full_at = time.monotonic()  # the last full reconcile ended (see `_sweep_when_idle`)
         self._stopper: threading.Thread | None = None
         self._tidied_for: float | None = None
@@ -366,7 +371,32 @@ class Daemon:
                 "reconciles",
                 "progress",
             )
-            return stale_warning({key: self._status[key] for key in keys})
+            mine = {key: self._status[key] for key in keys}
+        if mine["state"] == "read-only":
+            return self._waiting_warning()
+        return stale_warning(mine)
+
+    def _waiting_warning(self) -> str | None:
+        """Read-only, the index is as live as its writer keeps it: a writing daemon's own
+        trouble (frozen, cannot write, ended) is this daemon's too, and a writer that is no
+        daemon (`markindex index`) holding the lock for long (a big run, or a hung one) is said."""
+        writer = self._writer_watch.daemon()
+        warning = self._writer_watch()
+        if warning:
+            return warning
+        since = self._read_only_since
+        if (writer is not None and writer["writing"]) or since is None:
+            return None  # another daemon keeps the index live
+        waited = time.time() - since
+        if waited < DAEMON_WAIT_WARN_S:
+            return None
+        _, pid = writer_lock_state(self.lib.db_path)
+        holder = f"pid {pid}" if pid else "another process"
+        return (
+            f"the live index is waiting for the writer lock, held by {holder} for {waited:.0f} s"
+            f" (an index run, or a hung one); answers may miss changes made since"
+            f" {iso_time(since)}"
+        )
 
     def _set(self, **values: Any) -> None:
         with self._status_lock:
@@ -546,12 +576,15 @@ class Daemon:
                     progress=None,
                 )
                 self._publish()
+                if not announced:
+                    self._read_only_since = time.time()
                 announced = True
             self._coalescer.discard()  # the takeover reconciles everything anyway
             await asyncio.sleep(DAEMON_LOCK_POLL_S)
         if announced:
             log.info("writer lock acquired: taking over indexing")
             self._set(state="starting", reason=None, hint=None)
+        self._read_only_since = None
         self._identity.lock = _file_id(self.lock.path)
         self._set(writing=True)
         loop = asyncio.get_running_loop()

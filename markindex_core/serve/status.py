@@ -316,7 +316,7 @@ def stale_warning(daemon: dict[str, Any]) -> str | None:
     reason, hint = daemon.get("reason"), daemon.get("hint")
     done_at = _float(daemon.get("last_reconcile_at"))
     since = (
-        f"; answers may miss changes made since {_iso(done_at)}"
+        f"; answers may miss changes made since {iso_time(done_at)}"
         if done_at
         else "; answers may miss changes made before or since it started"
     )
@@ -370,25 +370,37 @@ def daemon_warning(daemon: dict[str, Any] | None) -> str | None:
 
 
 class DaemonWatch:
-    """`daemon_warning` of the index's daemon in another process, for a plain `markindex mcp`
-    serving the same index: read at most once per `DAEMON_WARNING_TTL_S` (a few small files)."""
+    """The index's daemon in another process (`daemon_states`) and its `daemon_warning`, for a
+    plain `markindex mcp` serving the same index, or a daemon waiting for the writer lock: read
+    at most once per `DAEMON_WARNING_TTL_S` (a few small files)."""
 
     def __init__(self, db: Path) -> None:
         self.db = db
         self._lock = threading.Lock()
         self._read_at = -DAEMON_WARNING_TTL_S
+        self._daemon: dict[str, Any] | None = None
         self._warning: str | None = None
+
+    def _refresh(self) -> None:
+        now = time.monotonic()
+        if now - self._read_at >= DAEMON_WARNING_TTL_S:
+            self._read_at = now
+            self._daemon = daemon_states(self.db)[0]
+            self._warning = daemon_warning(self._daemon)
 
     def __call__(self) -> str | None:
         with self._lock:
-            now = time.monotonic()
-            if now - self._read_at >= DAEMON_WARNING_TTL_S:
-                self._read_at = now
-                self._warning = daemon_warning(daemon_states(self.db)[0])
+            self._refresh()
             return self._warning
 
+    def daemon(self) -> dict[str, Any] | None:
+        with self._lock:
+            self._refresh()
+            return self._daemon
 
-def _iso(seconds: float) -> str:
+
+def iso_time(seconds: float) -> str:
+    """A Unix time as warnings print it (UTC, to the second)."""
     return datetime.fromtimestamp(seconds, UTC).isoformat(timespec="seconds")
 
 
@@ -428,7 +440,7 @@ def _judge(
 def ended_reason(daemon: dict[str, Any]) -> str:
     """How an `ended` daemon (see `_judge`) ended, and when it was last heard from."""
     beat = _float(daemon.get("heartbeat_at"))
-    when = f"last heard from at {_iso(beat)}" if beat else ""
+    when = f"last heard from at {iso_time(beat)}" if beat else ""
     reason = daemon.get("reason")
     if reason:
         return f"daemon pid {daemon.get('pid')} stopped because {reason}" + (

@@ -205,3 +205,49 @@ async def test_a_plain_mcp_server_warns_while_another_process_daemon_cannot_writ
     finally:
         _chattr(db, "-i")
         assert daemon.stop() == 0, daemon.log
+
+
+@pytest.mark.timeout(90)
+async def test_a_daemon_waiting_for_the_lock_passes_on_the_writing_daemons_trouble(
+    tmp_path: Path,
+) -> None:
+    """Two daemons of one index: the second serves reads while the first writes. When the
+    writer freezes (SIGSTOP: it keeps the lock, nothing updates the index), the second one's
+    envelopes must say so; they said nothing, as the second daemon judged only its own state."""
+    import os
+    import signal
+
+    from .helpers import DaemonProcess
+
+    root = tmp_path / "lib"
+    root.mkdir()
+    (root / "a.md").write_text("# Alpha\n\nriver stones\n", encoding="utf-8")
+    db = tmp_path / "idx" / "index.db"
+    writer = DaemonProcess(root, db)
+    writer.wait_writing()
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "markindex_core", "daemon", str(root), "--db", str(db)],
+    )
+    try:
+        async with Client(params, read_timeout_seconds=30) as client:
+
+            async def envelope() -> dict[str, Any]:
+                return _payload(await client.call_tool("search_documents", {"query": "river"}))
+
+            assert "warning" not in (calm := await envelope()) and calm["success"], calm
+            os.kill(writer.proc.pid, signal.SIGSTOP)
+            try:
+                deadline = time.monotonic() + 30
+                while "not updating" not in (warned := await envelope()).get("warning", ""):
+                    assert time.monotonic() < deadline, warned
+                    await anyio.sleep(0.2)
+                assert warned["success"] and f"daemon pid {writer.proc.pid}" in warned["warning"]
+            finally:
+                os.kill(writer.proc.pid, signal.SIGCONT)
+            deadline = time.monotonic() + 30
+            while "warning" in (fresh := await envelope()):
+                assert time.monotonic() < deadline, fresh
+                await anyio.sleep(0.2)
+    finally:
+        assert writer.stop() == 0, writer.log
