@@ -7,6 +7,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,22 @@ from .workload import Workload
 def _payload(result: object) -> dict[str, Any]:
     text = result.content[0].text  # type: ignore[attr-defined]
     return json.loads(text)  # type: ignore[no-any-return]
+
+
+async def _search_until(
+    client: Client, query: str, done: Callable[[dict[str, Any]], bool], timeout: float
+) -> dict[str, Any]:
+    """`search_documents` over MCP until `done(envelope)`; past `timeout` seconds the test fails
+    showing the last envelope."""
+    deadline = time.monotonic() + timeout
+    while not done(env := _payload(await client.call_tool("search_documents", {"query": query}))):
+        assert time.monotonic() < deadline, env
+        await anyio.sleep(0.1)
+    return env
+
+
+def _warns(words: str) -> Callable[[dict[str, Any]], bool]:
+    return lambda env: words in env.get("warning", "")
 
 
 @pytest.mark.timeout(90)
@@ -140,26 +157,16 @@ async def test_tool_envelopes_warn_while_the_live_index_cannot_write(tmp_path: P
     )
     try:
         async with Client(params, read_timeout_seconds=30) as client:
-
-            async def envelope(query: str) -> dict[str, Any]:
-                return _payload(await client.call_tool("search_documents", {"query": query}))
-
-            deadline = time.monotonic() + 20
-            while "not updating" not in (warned := await envelope("river")).get("warning", ""):
-                assert time.monotonic() < deadline, warned
-                await anyio.sleep(0.1)
+            warned = await _search_until(client, "river", _warns("not updating"), 20)
             assert warned["success"] and "read-only" in warned["warning"]
             assert "answers may miss changes" in warned["warning"]
             bad = _payload(await client.call_tool("get_document", {"doc_path": "nope.md"}))
             assert not bad["success"] and "not updating" in bad["warning"]
 
             _chattr(db, "-i")
-            deadline = time.monotonic() + 30
-            while (
-                "warning" in (fresh := await envelope("quartzite")) or not fresh["data"]["results"]
-            ):
-                assert time.monotonic() < deadline, fresh
-                await anyio.sleep(0.1)
+            fresh = await _search_until(
+                client, "quartzite", lambda e: "warning" not in e and e["data"]["results"], 30
+            )
             assert fresh["data"]["results"][0]["doc_path"] == "b.md"
     finally:
         _chattr(db, "-i")
@@ -187,21 +194,11 @@ async def test_a_plain_mcp_server_warns_while_another_process_daemon_cannot_writ
     )
     try:
         async with Client(params, read_timeout_seconds=30) as client:
-
-            async def envelope() -> dict[str, Any]:
-                return _payload(await client.call_tool("search_documents", {"query": "river"}))
-
-            deadline = time.monotonic() + 20
-            while "not updating" not in (warned := await envelope()).get("warning", ""):
-                assert time.monotonic() < deadline, warned
-                await anyio.sleep(0.2)
+            warned = await _search_until(client, "river", _warns("not updating"), 20)
             assert warned["success"] and f"daemon pid {daemon.proc.pid}" in warned["warning"]
 
             _chattr(db, "-i")
-            deadline = time.monotonic() + 30
-            while "warning" in (fresh := await envelope()):
-                assert time.monotonic() < deadline, fresh
-                await anyio.sleep(0.2)
+            await _search_until(client, "river", lambda e: "warning" not in e, 30)
     finally:
         _chattr(db, "-i")
         assert daemon.stop() == 0, daemon.log
@@ -231,23 +228,14 @@ async def test_a_daemon_waiting_for_the_lock_passes_on_the_writing_daemons_troub
     )
     try:
         async with Client(params, read_timeout_seconds=30) as client:
-
-            async def envelope() -> dict[str, Any]:
-                return _payload(await client.call_tool("search_documents", {"query": "river"}))
-
-            assert "warning" not in (calm := await envelope()) and calm["success"], calm
+            calm = await _search_until(client, "river", lambda e: True, 0)
+            assert "warning" not in calm and calm["success"], calm
             os.kill(writer.proc.pid, signal.SIGSTOP)
             try:
-                deadline = time.monotonic() + 30
-                while "not updating" not in (warned := await envelope()).get("warning", ""):
-                    assert time.monotonic() < deadline, warned
-                    await anyio.sleep(0.2)
+                warned = await _search_until(client, "river", _warns("not updating"), 30)
                 assert warned["success"] and f"daemon pid {writer.proc.pid}" in warned["warning"]
             finally:
                 os.kill(writer.proc.pid, signal.SIGCONT)
-            deadline = time.monotonic() + 30
-            while "warning" in (fresh := await envelope()):
-                assert time.monotonic() < deadline, fresh
-                await anyio.sleep(0.2)
+            await _search_until(client, "river", lambda e: "warning" not in e, 30)
     finally:
         assert writer.stop() == 0, writer.log

@@ -33,6 +33,12 @@ def _status(root: Path, db: Path, *, prefix: list[str] | None = None) -> tuple[d
     return json.loads(runs[0].stdout), runs[1].stdout
 
 
+def _search(root: Path, db: Path, query: str, *extra: str) -> subprocess.CompletedProcess[str]:
+    """`markindex search ROOT QUERY --db DB [extra]`, as a user runs it beside the daemon."""
+    cmd = [sys.executable, "-m", "markindex_core", "search", str(root), query, "--db", str(db)]
+    return subprocess.run([*cmd, *extra], capture_output=True, text=True, timeout=60)
+
+
 def test_a_daemon_waiting_for_the_writer_lock_is_shown_alive(tmp_path: Path) -> None:
     """Another process (a long `markindex index`) holds the lock: the daemon serves read-only and
     status says so, with the holder's pid, instead of "no daemon"."""
@@ -147,17 +153,7 @@ def test_cli_search_warns_while_the_daemon_cannot_write(tmp_path: Path) -> None:
         return subprocess.run(["chattr", flag, str(db)], capture_output=True).returncode == 0
 
     def search(*extra: str) -> subprocess.CompletedProcess[str]:
-        cmd = [
-            sys.executable,
-            "-m",
-            "markindex_core",
-            "search",
-            str(root),
-            "alpha",
-            "--db",
-            str(db),
-        ]
-        return subprocess.run([*cmd, *extra], capture_output=True, text=True, timeout=60)
+        return _search(root, db, "alpha", *extra)
 
     if not chattr("+i"):
         pytest.skip("chattr +i is not available here")
@@ -221,17 +217,7 @@ def test_a_killed_daemon_is_said_until_another_writer_takes_over(tmp_path: Path)
     db = tmp_path / "idx" / "index.db"
 
     def search() -> subprocess.CompletedProcess[str]:
-        cmd = [
-            sys.executable,
-            "-m",
-            "markindex_core",
-            "search",
-            str(root),
-            "alpha",
-            "--db",
-            str(db),
-        ]
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+        return _search(root, db, "alpha")
 
     d = DaemonProcess(root, db)
     d.wait_writing()
