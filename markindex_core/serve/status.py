@@ -424,11 +424,14 @@ def _judge(
     # The lock's holder wrote its pid, and holds the lock: no reused pid can pass for it.
     daemon["unresponsive"] = bool(running and not alive and locked and holder == dpid)
     # Killed, crashed or stopped by a failure while the index was its to write, and no writer
-    # took the lock since (its pid is still the lock file's): the index stopped being live.
+    # took the lock since (its pid is still the lock file's): the index stopped being live. Its
+    # heartbeat must be stale too: a daemon in another pid namespace (a container sharing the
+    # folder) is no process here, yet beats.
     daemon["ended"] = bool(
         isinstance(dpid, int)
         and not alive
         and not daemon["unresponsive"]
+        and (state.startswith("stopped: ") or now - beat >= STALE_AFTER_S)
         and state != "stopped"
         and not locked
         and last_writer == dpid
