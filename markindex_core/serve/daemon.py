@@ -43,7 +43,7 @@ import sys
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -312,7 +312,8 @@ class Daemon:
         self._damaged = threading.Event()  # build the index again before the next reconcile
         self._events_lost = threading.Event()  # inotify's queue overflowed: say so, reconcile all
         self._confirm_after = False  # reconcile all once more when this one ends (see `_begin`)
-        self._linked: dict[str, FileStat] = {}  # files with several names (see `_poll_linked`)
+        self._linked: dict[str, FileStat] = {}  # files with several names (writer thread only)
+        self._linked_poll: Future[None] | None = None  # a `_poll_linked` submitted to it
         self._writer_watch = DaemonWatch(lib.db_path)  # the writer's state, while read-only
         self._read_only_since: float | None = None  # wall clock; waiting for the writer lock
         self._full_at = time.monotonic()  # the last full reconcile ended (see `_sweep_when_idle`)
@@ -651,17 +652,28 @@ class Daemon:
                 self._session.cancel()  # the next session watches it, and reconciles all
             if time.monotonic() - self._published_at >= DAEMON_HEARTBEAT_S:
                 self._publish()
-            self._poll_linked()
+            self._poll_linked_soon()
             self._sweep_when_idle()
             await self._tidy_when_idle()
             await self._catch_up_when_idle()
             self._check_when_idle()
 
+    def _poll_linked_soon(self) -> None:
+        """Run `_poll_linked` on the writer thread (a stat may block, the event loop must not),
+        unless one is still waiting there behind a reconcile."""
+        if not self._linked or (self._linked_poll is not None and not self._linked_poll.done()):
+            return
+        try:
+            self._linked_poll = self._writer.submit(self._poll_linked)
+        except RuntimeError:  # shutting down
+            pass
+
     def _poll_linked(self) -> None:
         """A file with several names can be written through one outside the library, and inotify
         reports that to watches of that other folder only: the library's name would stay stale
         for good, without a word. Such files (rare; found by each reconcile's stat) are compared
-        with their last seen stat every guard tick, and a change is handled as an event."""
+        with their last seen stat every guard tick, and a change is handled as an event
+        (writer thread, like `_note_linked`)."""
         if not self._linked or self._coalescer is None:
             return
         for rel, seen in list(self._linked.items()):
@@ -688,7 +700,8 @@ class Daemon:
         c.request_sweep()
 
     def _note_linked(self, report: IndexReport) -> None:
-        """Keep the files with several names current: a run replaces what it looked at."""
+        """Keep the files with several names current: a run replaces what it looked at (writer
+        thread)."""
         if report.scope is None:
             self._linked = dict(report.linked)
             return
@@ -965,7 +978,13 @@ class Daemon:
         return self._indexer, self._store
 
     def _reconcile(self, batch: Batch) -> IndexReport:
-        """Bring the dirty paths (or everything) in line with the disk, by stat and content hash."""
+        """Bring the dirty paths (or everything) in line with the disk, by stat and content hash
+        (writer thread)."""
+        report = self._reconcile_batch(batch)
+        self._note_linked(report)
+        return report
+
+    def _reconcile_batch(self, batch: Batch) -> IndexReport:
         if self._identity.root is not None and _file_id(self.lib.root) != self._identity.root:
             # Never reconcile against a missing folder: that would empty the index.
             raise _Lost(f"the library folder {self.lib.root} is gone or was replaced")
@@ -1106,7 +1125,6 @@ class Daemon:
 
     def _end(self, batch: Batch, report: IndexReport) -> None:
         now = time.time()
-        self._note_linked(report)
         if batch.full or batch.rules_changed:
             self._full_at = time.monotonic()
         if batch.sweep and not batch.paths and not batch.rules_changed and report.changed:
