@@ -35,7 +35,7 @@ def register(sub: Subparsers) -> None:
         help="keep the index live with a file watcher, and serve MCP over stdio",
         description="Reconcile the index with ROOT, then watch ROOT and re-index changed files "
         "within a second. Serves MCP over stdio in the same process (stdout is the MCP wire; "
-        "logs go to stderr) until stdin closes or SIGTERM/SIGINT. If another process holds the "
+        "logs go to stderr) until stdin closes or SIGTERM/SIGINT/SIGHUP. If another process holds the "
         "writer lock, serves read-only and takes over writing when it frees.",
     )
     add_library_args(p)
@@ -66,7 +66,7 @@ def register(sub: Subparsers) -> None:
         "--no-mcp",
         dest="mcp",
         action="store_false",
-        help="only keep the index live (no MCP on stdio; stops on SIGTERM/SIGINT)",
+        help="only keep the index live (no MCP on stdio; stops on SIGTERM/SIGINT/SIGHUP)",
     )
     p.add_argument("-v", "--verbose", action="store_true", help="log every skipped file")
     add_summary_options(p)

@@ -1233,7 +1233,7 @@ def run_daemon(
     serve_mcp: bool = True,
     after_write: AfterWrite | None = None,
 ) -> None:
-    """Run the live index until SIGTERM/SIGINT (or, when serving MCP, until stdin closes).
+    """Run the live index until SIGTERM/SIGINT/SIGHUP (or, when serving MCP, until stdin closes).
 
     With `serve_mcp`, MCP over stdio runs in the same event loop as the watcher; indexing runs
     in the writer thread, so tool calls are answered while it works. Raises `DaemonStopped`
@@ -1269,11 +1269,14 @@ def run_daemon(
 
 
 def _stop_on_signals(loop: asyncio.AbstractEventLoop, stop: asyncio.Event) -> list[int]:
-    """Set `stop` on SIGTERM and SIGINT; returns the signals handled. A loop that cannot handle
-    signals (outside the main thread, or a platform without them) is told so in the log: the
-    daemon then stops only when its caller or `ended` says so."""
+    """Set `stop` on SIGTERM, SIGINT and SIGHUP (its terminal closed); returns the signals
+    handled. Each stops the daemon cleanly: the reconcile under way commits, and status says
+    `stopped` (killed outright, it would say the daemon ended without stopping). A loop that
+    cannot handle signals (outside the main thread, or a platform without them) is told so in the
+    log: the daemon then stops only when its caller or `ended` says so."""
     installed: list[int] = []
-    for sig in (signal.SIGTERM, signal.SIGINT):
+    hangup = [signal.SIGHUP] if hasattr(signal, "SIGHUP") else []
+    for sig in (signal.SIGTERM, signal.SIGINT, *hangup):
         try:
             loop.add_signal_handler(sig, stop.set)
         except (NotImplementedError, RuntimeError, ValueError) as exc:  # logged, not hidden

@@ -137,7 +137,7 @@ def test_status_reports_the_writing_daemon(tmp_path: Path) -> None:
     assert st["daemon"]["state"] == "stopped" and not st["daemon"]["alive"]
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
 def test_signals_stop_cleanly_and_free_the_lock(tmp_path: Path, sig: int) -> None:
     root = _lib(tmp_path, {"a.md": "# A\n"})
     db = tmp_path / "idx" / "index.db"
