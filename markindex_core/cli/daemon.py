@@ -35,8 +35,8 @@ def register(sub: Subparsers) -> None:
         help="keep the index live with a file watcher, and serve MCP over stdio",
         description="Reconcile the index with ROOT, then watch ROOT and re-index changed files "
         "within a second. Serves MCP over stdio in the same process (stdout is the MCP wire; "
-        "logs go to stderr) until stdin closes or SIGTERM/SIGINT/SIGHUP. If another process holds the "
-        "writer lock, serves read-only and takes over writing when it frees.",
+        "logs go to stderr) until stdin closes or SIGTERM/SIGINT/SIGHUP. If another process "
+        "holds the writer lock, serves read-only and takes over writing when it frees.",
     )
     add_library_args(p)
     add_indexing_options(p)
