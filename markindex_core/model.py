@@ -35,7 +35,10 @@ class Passage(NamedTuple):
     node_index: int  # index into ParsedDocument.sections
     start_line: int
     end_line: int
-    terms: str  # space-joined search terms of the passage text
+    # Space-joined search terms of the passage text, UTF-8 encoded: FTS5 tokenizes a blob as its
+    # UTF-8 text, so the store binds it as is; as a str, the indexing process would decode it
+    # from the worker's pickle and APSW encode it again (twice: passage and node body).
+    terms: bytes
 
 
 @dataclass
@@ -53,7 +56,7 @@ class ParsedDocument:
     lines: list[str]
     sections: list[Section]
     passages: list[Passage]
-    section_terms: list[tuple[str, str, str]]  # per section: title, key items, body terms
+    section_terms: list[tuple[str, str, bytes]]  # per section: title, key items, body terms
     links: list[tuple[int, str, str]]  # (line, target path, anchor)
     warnings: list[str] = field(default_factory=list)
 

@@ -71,12 +71,14 @@ def _group(sections: list[Section], passages: list[Passage]) -> list[tuple[Secti
     return list(zip(sections, by_node, strict=True))
 
 
-def _section_terms(sec: Section, passages: list[Passage], lines: list[str]) -> tuple[str, str, str]:
+def _section_terms(
+    sec: Section, passages: list[Passage], lines: list[str]
+) -> tuple[str, str, bytes]:
     title = sec.title
     if sec.kind == "section" and len(title) >= MAX_TITLE_CHARS:
         # A title is cut for display; every word of its heading lines stays searchable (the
         # heading's markup, `##` or a setext underline, holds no words).
         title = " ".join(lines[sec.start_line - 1 : sec.body_start - 1])
     title, keys = segment.heading_terms(title, sec.key_items, chunk=sec.kind == "chunk")
-    body = " ".join(p.terms for p in passages)
+    body = b" ".join(p.terms for p in passages)
     return title, keys, body

@@ -94,14 +94,19 @@ def _group(blocks: list[tuple[int, int]], lines: list[str]) -> list[tuple[int, i
 
 def _cut_long(idx: int, lines: list[str], a: int, b: int, tokens: int) -> list[Passage]:
     if b - a == 1 or tokens <= PASSAGE_MAX_TOKENS:
-        return [Passage(idx, a + 1, b, segment.terms_text("\n".join(lines[a:b])))]
+        return [_passage(idx, lines, a, b)]
     out: list[Passage] = []
     start, acc = a, 0
     for i in range(a, b):
         t = estimate_tokens(lines[i]) + 1
         if acc and acc + t > PASSAGE_MAX_TOKENS:
-            out.append(Passage(idx, start + 1, i, segment.terms_text("\n".join(lines[start:i]))))
+            out.append(_passage(idx, lines, start, i))
             start, acc = i, 0
         acc += t
-    out.append(Passage(idx, start + 1, b, segment.terms_text("\n".join(lines[start:b]))))
+    out.append(_passage(idx, lines, start, b))
     return out
+
+
+def _passage(idx: int, lines: list[str], a: int, b: int) -> Passage:
+    """Lines [a, b) of node `idx` as a passage, its terms UTF-8 encoded (see `Passage`)."""
+    return Passage(idx, a + 1, b, segment.terms_text("\n".join(lines[a:b])).encode())

@@ -170,7 +170,7 @@ def unpack(packed: object) -> Result:
     head, front_matter, (n_lines, text), sections, passages, heads, links, warnings = packed
     path, content_hash, size, mtime_ns, encoding, title, description = head
     plist = list(map(Passage._make, passages))
-    bodies: list[list[str]] = [[] for _ in sections]
+    bodies: list[list[bytes]] = [[] for _ in sections]
     for p in passages:
         bodies[p[0]].append(p[3])
     return ParsedDocument(
@@ -185,7 +185,7 @@ def unpack(packed: object) -> Result:
         lines=text.split("\n") if n_lines else [],
         sections=[Section(*s) for s in sections],
         passages=plist,
-        section_terms=[(t, k, " ".join(b)) for (t, k), b in zip(heads, bodies, strict=True)],
+        section_terms=[(t, k, b" ".join(b)) for (t, k), b in zip(heads, bodies, strict=True)],
         links=links,
         warnings=warnings,
     )

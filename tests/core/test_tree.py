@@ -85,7 +85,7 @@ def test_front_matter_is_metadata_not_body() -> None:
     assert preface.kind == "preface" and preface.start_line == 1  # front matter lines are owned
     assert preface.tokens == estimate_tokens("Intro.\n")  # ... but not counted as body
     assert all(p.start_line > 5 for p in doc.passages)
-    assert "front" not in " ".join(p.terms for p in doc.passages).lower()
+    assert b"front" not in b" ".join(p.terms for p in doc.passages).lower()
 
 
 def test_front_matter_only_and_front_matter_then_heading() -> None:
