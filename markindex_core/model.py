@@ -53,7 +53,11 @@ class ParsedDocument:
     title: str
     description: str
     front_matter: dict[str, Any] | None
-    lines: list[str]
+    line_count: int
+    # The original lines, LINE_BLOCK_SIZE to a block, each joined by newlines and UTF-8 encoded:
+    # the rows of `line_blocks` as they are bound (the store casts them to TEXT). Built by the
+    # worker, so the indexing process neither splits a document into lines nor encodes them.
+    line_blocks: list[bytes]
     sections: list[Section]
     passages: list[Passage]
     section_terms: list[tuple[str, str, bytes]]  # per section: title, key items, body terms

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import xxhash
 
-from markindex_core.config import MAX_TITLE_CHARS, TreeParams
+from markindex_core.config import LINE_BLOCK_SIZE, MAX_TITLE_CHARS, TreeParams
 from markindex_core.index.decode import Undecodable, decode, split_lines
 from markindex_core.index.describe import derive_description, derive_title
 from markindex_core.index.markdown import ParsedMarkdown, parse_markdown
@@ -45,13 +45,22 @@ def build_document(
         title=title,
         description=_description(fm, lines, parsed),
         front_matter=fm,
-        lines=lines,
+        line_count=len(lines),
+        line_blocks=line_blocks(lines),
         sections=sections,
         passages=passages,
         section_terms=section_terms,
         links=[(ln.line, ln.target, ln.anchor) for ln in parsed.links],
         warnings=parsed.warnings,
     )
+
+
+def line_blocks(lines: list[str]) -> list[bytes]:
+    """The rows of the `line_blocks` table: LINE_BLOCK_SIZE lines each, joined, UTF-8."""
+    return [
+        "\n".join(lines[b : b + LINE_BLOCK_SIZE]).encode()
+        for b in range(0, len(lines), LINE_BLOCK_SIZE)
+    ]
 
 
 def _title(

@@ -141,12 +141,12 @@ _SECTION_FIELDS = tuple(f.name for f in fields(Section))
 
 
 def pack(result: Result) -> object:
-    """A parsed document as plain tuples and one string, the rest as is: what a worker sends.
+    """A parsed document as plain tuples, the rest as is: what a worker sends.
 
-    Pickling dataclasses stores each object with its field names; the lines as one string and
-    the tree and passages as tuples are a third smaller and pickle in a third of the time, on
-    both sides of the pipe. Node body terms are not sent: they are the node's passage terms
-    joined (see `document._section_terms`), rebuilt by `unpack`.
+    Pickling dataclasses stores each object with its field names; the tree and passages as
+    tuples are a third smaller and pickle in a third of the time, on both sides of the pipe.
+    Node body terms are not sent: they are the node's passage terms joined (see
+    `document._section_terms`), rebuilt by `unpack`.
     """
     if not isinstance(result, ParsedDocument):
         return result
@@ -154,7 +154,7 @@ def pack(result: Result) -> object:
     return (
         (d.path, d.content_hash, d.size, d.mtime_ns, d.encoding, d.title, d.description),
         d.front_matter,
-        (len(d.lines), "\n".join(d.lines)),
+        (d.line_count, d.line_blocks),
         [tuple(getattr(s, name) for name in _SECTION_FIELDS) for s in d.sections],
         [tuple(p) for p in d.passages],
         [(title, keys) for title, keys, _ in d.section_terms],
@@ -167,7 +167,7 @@ def unpack(packed: object) -> Result:
     """The document `pack` sent, equal to the one the worker built."""
     if not isinstance(packed, tuple):
         return packed  # type: ignore[return-value]
-    head, front_matter, (n_lines, text), sections, passages, heads, links, warnings = packed
+    head, front_matter, (line_count, blocks), sections, passages, heads, links, warnings = packed
     path, content_hash, size, mtime_ns, encoding, title, description = head
     plist = list(map(Passage._make, passages))
     bodies: list[list[bytes]] = [[] for _ in sections]
@@ -182,7 +182,8 @@ def unpack(packed: object) -> Result:
         title=title,
         description=description,
         front_matter=front_matter,
-        lines=text.split("\n") if n_lines else [],
+        line_count=line_count,
+        line_blocks=blocks,
         sections=[Section(*s) for s in sections],
         passages=plist,
         section_terms=[(t, k, b" ".join(b)) for (t, k), b in zip(heads, bodies, strict=True)],

@@ -473,7 +473,7 @@ class Store:
                 doc.size,
                 doc.mtime_ns,
                 doc.tokens,
-                len(doc.lines),
+                doc.line_count,
                 doc.encoding,
                 json.dumps(doc.warnings, ensure_ascii=False),
                 time.time(),
@@ -532,13 +532,9 @@ class Store:
                 for k, p in enumerate(doc.passages)
             ],
         )
-        lines = doc.lines
-        c.executemany(
-            "INSERT INTO line_blocks(doc_id, block, text) VALUES(?,?,?)",
-            (
-                (doc_id, b, "\n".join(lines[b * LINE_BLOCK_SIZE : (b + 1) * LINE_BLOCK_SIZE]))
-                for b in range((len(lines) + LINE_BLOCK_SIZE - 1) // LINE_BLOCK_SIZE)
-            ),
+        c.executemany(  # UTF-8 bytes, cast: stored as TEXT, as readers expect
+            "INSERT INTO line_blocks(doc_id, block, text) VALUES(?,?,CAST(? AS TEXT))",
+            [(doc_id, b, text) for b, text in enumerate(doc.line_blocks)],
         )
         c.executemany(
             "INSERT INTO links(doc_id, line, target, anchor) VALUES(?,?,?,?)",

@@ -14,6 +14,11 @@ from tests.paths import REPO
 REPO_ROOT = REPO
 
 
+def doc_lines(doc: ParsedDocument) -> list[str]:
+    """The document's original lines, from the line blocks it stores."""
+    return "\n".join(b.decode() for b in doc.line_blocks).split("\n") if doc.line_count else []
+
+
 def build(src: str | bytes, path: str = "doc.md", **params: Any) -> ParsedDocument:
     """Parse `src` with the given tree parameters; fail the test if the file is skipped."""
     data = src.encode("utf-8") if isinstance(src, str) else src

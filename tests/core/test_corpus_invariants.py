@@ -31,8 +31,8 @@ def test_every_corpus_document_partitions_its_lines() -> None:
         data = (CORPUS / rel).read_bytes()
         doc = build_document(rel, data, 0, params)
         assert not isinstance(doc, SkippedFile), (rel, doc.reason)
-        check_tree(doc.sections, len(doc.lines))
-        assert len(doc.lines) == len(decode(data).text.split("\n")) - decode(data).text.endswith(
+        check_tree(doc.sections, doc.line_count)
+        assert doc.line_count == len(decode(data).text.split("\n")) - decode(data).text.endswith(
             "\n"
         )
         assert all(len(s.title) <= MAX_TITLE_CHARS for s in doc.sections)
@@ -48,7 +48,7 @@ def test_every_corpus_document_partitions_its_lines() -> None:
         if i % 25 == 0:  # same bytes, same tree and ids
             again = build_document(rel, data, 0, params)
             assert not isinstance(again, SkippedFile) and tree_shape(again) == tree_shape(doc)
-        total_lines += len(doc.lines)
+        total_lines += doc.line_count
     assert total_lines > 100_000
 
 
@@ -59,4 +59,4 @@ def test_corpus_sample_with_a_small_node_limit(limit: int) -> None:
         data = (CORPUS / rel).read_bytes()
         doc = build_document(rel, data, 0, TreeParams(max_node_tokens=limit))
         assert not isinstance(doc, SkippedFile)
-        check_tree(doc.sections, len(doc.lines))
+        check_tree(doc.sections, doc.line_count)

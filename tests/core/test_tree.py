@@ -14,7 +14,7 @@ from markindex_core.index.tree import build_sections
 from markindex_core.model import Section
 from markindex_core.text.tokens import estimate_tokens
 
-from .helpers import build, check_tree, tree_shape
+from .helpers import build, check_tree, doc_lines, tree_shape
 
 NO_MERGE: dict[str, Any] = {
     "routing_cost": -(10**9)
@@ -36,7 +36,7 @@ def by_title(secs: list[Section]) -> dict[str, Section]:
 
 def test_text_before_first_heading_is_a_preface_node() -> None:
     doc = build("Intro line.\n\n" + big("A") + big("B"))
-    check_tree(doc.sections, len(doc.lines))
+    check_tree(doc.sections, doc.line_count)
     assert titles(doc.sections) == [("preface", "", 0), ("section", "A", 0), ("section", "B", 0)]
     assert (doc.sections[0].start_line, doc.sections[0].end_line) == (1, 2)
 
@@ -57,7 +57,7 @@ def test_headingless_document_is_one_root_node() -> None:
 def test_huge_headingless_document_is_root_with_chunks() -> None:
     para = "word " * 60 + "\n\n"
     doc = build(para * 1000)
-    check_tree(doc.sections, len(doc.lines))
+    check_tree(doc.sections, doc.line_count)
     assert doc.sections[0].kind == "document"
     chunks = doc.sections[1:]
     assert chunks and all(
@@ -73,7 +73,7 @@ def test_front_matter_is_metadata_not_body() -> None:
         + big("B")
     )
     doc = build(src)
-    check_tree(doc.sections, len(doc.lines))
+    check_tree(doc.sections, doc.line_count)
     assert doc.front_matter == {
         "title": "Front Title",
         "description": "About it",
@@ -93,7 +93,7 @@ def test_front_matter_only_and_front_matter_then_heading() -> None:
     check_tree(only.sections, 3)
     assert only.sections[0].kind == "document" and only.tokens == 0
     doc = build("---\ntitle: X\n---\n" + big("A") + big("B"))
-    check_tree(doc.sections, len(doc.lines))
+    check_tree(doc.sections, doc.line_count)
     assert doc.sections[0].kind == "preface" and doc.sections[0].end_line == 3
 
 
@@ -101,7 +101,7 @@ def test_invalid_front_matter_warns_and_still_indexes() -> None:
     doc = build("---\nkey: [unclosed\n---\n# A\n")
     assert doc.front_matter is None
     assert any("front matter" in w for w in doc.warnings)
-    check_tree(doc.sections, len(doc.lines))
+    check_tree(doc.sections, doc.line_count)
 
 
 def test_hash_lines_in_code_fences_and_comments_are_not_headings() -> None:
@@ -115,19 +115,19 @@ def test_hash_lines_in_code_fences_and_comments_are_not_headings() -> None:
     )
     doc = build(src, **NO_MERGE)
     assert [s.title for s in doc.sections] == ["Real", "Second"]
-    check_tree(doc.sections, len(doc.lines))
+    check_tree(doc.sections, doc.line_count)
 
 
 def test_unclosed_fence_swallows_the_rest() -> None:
     doc = build(big("A") + "```\n# inside\n" + big("B"), **NO_MERGE)
     assert [s.title for s in doc.sections] == ["A"]
-    check_tree(doc.sections, len(doc.lines))
+    check_tree(doc.sections, doc.line_count)
 
 
 def test_skipped_levels_nest_under_nearest_shallower_heading() -> None:
     src = big("A") + big("D", 4) + big("B", 2) + big("C", 3) + big("E", 2) + big("F") + big("G", 6)
     doc = build(src, **NO_MERGE)
-    check_tree(doc.sections, len(doc.lines))
+    check_tree(doc.sections, doc.line_count)
     secs = by_title(doc.sections)
     parent = {t: (by_title_id(doc.sections, s.parent_id)) for t, s in secs.items()}
     assert parent == {"A": None, "D": "A", "B": "A", "C": "B", "E": "A", "F": None, "G": "F"}
@@ -140,7 +140,7 @@ def by_title_id(secs: list[Section], node_id: str | None) -> str | None:
 
 def test_document_starting_with_deep_heading() -> None:
     doc = build(big("Deep", 3) + big("Top", 1) + big("Mid", 2), **NO_MERGE)
-    check_tree(doc.sections, len(doc.lines))
+    check_tree(doc.sections, doc.line_count)
     assert [(s.title, s.depth) for s in doc.sections] == [("Deep", 0), ("Top", 0), ("Mid", 1)]
 
 
@@ -150,8 +150,8 @@ def test_newline_styles_and_bom_give_the_same_tree() -> None:
     for nl in ("\n", "\r\n", "\r"):
         for bom in (b"", b"\xef\xbb\xbf"):
             doc = build(bom + src.replace("\n", nl).encode())
-            check_tree(doc.sections, len(doc.lines))
-            assert doc.lines == src.splitlines()
+            check_tree(doc.sections, doc.line_count)
+            assert doc_lines(doc) == src.splitlines()
             shapes.append(tree_shape(doc))
     assert all(s == shapes[0] for s in shapes)
 
@@ -168,11 +168,11 @@ def test_titles_are_capped_at_300_code_points() -> None:
 def test_setext_headings_and_switch() -> None:
     src = "Title One\n=========\n\n" + BODY + "\n\nSecond\n------\n\n" + BODY + "\n"
     on = build(src, **NO_MERGE)
-    check_tree(on.sections, len(on.lines))
+    check_tree(on.sections, on.line_count)
     assert [(s.title, s.level) for s in on.sections] == [("Title One", 1), ("Second", 2)]
     assert on.sections[0].body_start == 3  # the underline belongs to the heading
     off = build(src, setext=False, **NO_MERGE)
-    check_tree(off.sections, len(off.lines))
+    check_tree(off.sections, off.line_count)
     assert [s.kind for s in off.sections] == ["document"]  # `===` is text, `---` a thematic break
     assert off.warnings == []
 
@@ -182,7 +182,7 @@ def test_setext_underline_on_the_last_line() -> None:
         for setext in (True, False):
             for params in ({}, NO_MERGE):
                 doc = build(src, setext=setext, **params)
-                check_tree(doc.sections, len(doc.lines))
+                check_tree(doc.sections, doc.line_count)
 
 
 def test_setext_h2_warning_for_multiline_or_long_text() -> None:
@@ -252,7 +252,7 @@ def test_merged_nested_titles_are_kept_in_order() -> None:
 def test_whole_small_document_merges_into_root() -> None:
     doc = build("# Only\n\nshort\n\n## Sub\n\ntext\n")
     assert [(s.kind, s.key_items) for s in doc.sections] == [("document", ["Only", "Sub"])]
-    assert doc.sections[0].end_line == len(doc.lines)
+    assert doc.sections[0].end_line == doc.line_count
 
 
 @st.composite
@@ -322,7 +322,7 @@ def test_large_node_splits_at_block_boundaries_not_inside_fences() -> None:
     blocks = [para] * 30 + [fence] + [para] * 30 + [fence] + [para] * 20
     src = "# Big\n\n" + "\n\n".join(blocks) + "\n# Next\n\n" + BODY + "\n"
     doc = build(src)
-    check_tree(doc.sections, len(doc.lines))
+    check_tree(doc.sections, doc.line_count)
     big_node = by_title(doc.sections)["Big"]
     chunks = [s for s in doc.sections if s.parent_id == big_node.node_id]
     assert chunks and all(c.kind == "chunk" for c in chunks)
@@ -331,17 +331,17 @@ def test_large_node_splits_at_block_boundaries_not_inside_fences() -> None:
     ]
     assert big_node.tokens <= MAX_NODE_TOKENS
     assert all(c.tokens <= MAX_NODE_TOKENS for c in chunks)
-    fence_lines = [i + 1 for i, line in enumerate(doc.lines) if line == "```"]
+    fence_lines = [i + 1 for i, line in enumerate(doc_lines(doc)) if line == "```"]
     fences = list(zip(fence_lines[::2], fence_lines[1::2], strict=True))
     for c in chunks:
         assert not any(a < c.start_line <= b for a, b in fences), (c, fences)
-        assert doc.lines[c.start_line - 1].strip(), "chunks start at a block, not a blank line"
+        assert doc_lines(doc)[c.start_line - 1].strip(), "chunks start at a block, not a blank line"
 
 
 def test_single_block_larger_than_a_node_is_split_by_lines() -> None:
     fence = "```\n" + "\n".join("x" * 200 for _ in range(400)) + "\n```\n"  # ~20 000 tokens
     doc = build("# Code\n\n" + fence + "# Next\n\n" + BODY + "\n")
-    check_tree(doc.sections, len(doc.lines))
+    check_tree(doc.sections, doc.line_count)
     node = by_title(doc.sections)["Code"]
     chunks = [s for s in doc.sections if s.parent_id == node.node_id]
     assert len(chunks) >= 2
@@ -352,7 +352,7 @@ def test_split_keeps_children_after_chunks() -> None:
     para = "word " * 200 + "\n\n"
     src = "# Big\n\n" + para * 60 + "## Child\n\n" + para * 5 + "# Z\n\n" + para * 5
     doc = build(src)
-    check_tree(doc.sections, len(doc.lines))
+    check_tree(doc.sections, doc.line_count)
     big_node = by_title(doc.sections)["Big"]
     kids = [s for s in doc.sections if s.parent_id == big_node.node_id]
     assert [k.kind for k in kids][-1] == "section" and kids[-1].title == "Child"
@@ -387,13 +387,18 @@ def test_ids_of_unrelated_sections_survive_inserting_a_section() -> None:
 
 def test_duplicate_titles_get_distinct_ids() -> None:
     doc = build(big("Same") + big("Same") + big("Same", 2), **NO_MERGE)
-    check_tree(doc.sections, len(doc.lines))
+    check_tree(doc.sections, doc.line_count)
     assert len({s.node_id for s in doc.sections}) == 3
 
 
 def test_empty_file_has_no_nodes() -> None:
     for data in (b"", b"\xef\xbb\xbf"):
         doc = build(data)
-        assert doc.lines == [] and doc.sections == [] and doc.passages == []
+        assert (
+            doc.line_count == 0
+            and doc.line_blocks == []
+            and doc.sections == []
+            and doc.passages == []
+        )
     one = build(b"\n")
     check_tree(one.sections, 1)

@@ -9,7 +9,7 @@ from markindex_core.config import TreeParams
 from markindex_core.index.document import build_document
 from markindex_core.model import SkippedFile
 
-from .helpers import check_tree, tree_shape
+from .helpers import check_tree, doc_lines, tree_shape
 
 LINE_KINDS = st.sampled_from(
     [
@@ -107,9 +107,9 @@ def expected_line_count(data: bytes) -> int:
 def test_generated_documents_partition_lines(data: bytes, params: TreeParams) -> None:
     doc = build_document("gen/doc.md", data, 0, params)
     assert not isinstance(doc, SkippedFile), doc.reason
-    assert len(doc.lines) == expected_line_count(data)
-    check_tree(doc.sections, len(doc.lines))
-    fm_lines = _front_matter_lines(doc.lines)
+    assert doc.line_count == expected_line_count(data)
+    check_tree(doc.sections, doc.line_count)
+    fm_lines = _front_matter_lines(doc_lines(doc))
     for s in doc.sections:
         # Nodes above the limit are only those that cannot be cut: one line, or just a heading.
         # (Block token counts are rounded separately: allow one token per line of slack.)
@@ -156,7 +156,7 @@ def test_generated_outlines_partition_and_nest(
     if isinstance(doc, SkippedFile):
         assert "binary" in doc.reason  # control characters in generated titles
         return
-    check_tree(doc.sections, len(doc.lines))
+    check_tree(doc.sections, doc.line_count)
 
 
 CHARS = [
@@ -181,7 +181,7 @@ def test_character_soup_partitions_lines(
     if isinstance(doc, SkippedFile):
         assert "binary" in doc.reason
         return
-    check_tree(doc.sections, len(doc.lines))
+    check_tree(doc.sections, doc.line_count)
     for p in doc.passages:
         sec = doc.sections[p.node_index]
         assert sec.start_line <= p.start_line <= p.end_line <= sec.end_line
