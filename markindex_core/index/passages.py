@@ -60,14 +60,15 @@ def _group(blocks: list[tuple[int, int]], lines: list[str]) -> list[tuple[int, i
     for x, y in blocks:
         first = lines[x]
         tokens = estimate_tokens("\n".join(lines[x:y]))
+        # An article heading holds a 第: the regex runs only on the few lines that have one.
+        article = "第" in first and LAW_ARTICLE.match(first) is not None
         if cur is not None:
-            starts_article = bool(LAW_ARTICLE.match(first))
             fits = cur_tokens + tokens <= GROUP_MAX_TOKENS
             join = cur_tokens < PASSAGE_MIN_TOKENS or (
                 fits
                 and not _HEADING.match(first)
                 and (
-                    (cur_article and not starts_article)
+                    (cur_article and not article)
                     or (
                         cur_leadin
                         and (
@@ -80,12 +81,10 @@ def _group(blocks: list[tuple[int, int]], lines: list[str]) -> list[tuple[int, i
             if join:
                 cur = (cur[0], y)
                 cur_tokens += tokens
-                if not cur_article and LAW_ARTICLE.match(lines[cur[0]]):
-                    cur_article = True
                 continue
             groups.append((*cur, cur_tokens))
         cur, cur_tokens = (x, y), tokens
-        cur_article = bool(LAW_ARTICLE.match(first))
+        cur_article = article
         cur_leadin = lines[y - 1].rstrip().endswith((":", "："))
     if cur is not None:
         groups.append((*cur, cur_tokens))
