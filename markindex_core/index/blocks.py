@@ -88,6 +88,8 @@ def scan_blocks(text: str, lines: list[str], sink: BlockSink, *, setext: bool) -
 
 def _indent(line: str) -> tuple[int, int]:
     """(characters of leading space/tab, columns with tabs expanded to multiples of 4)."""
+    if not line.startswith((" ", "\t")):  # most lines: no loop
+        return 0, 0
     col = 0
     for pos, ch in enumerate(line):
         if ch == " ":
