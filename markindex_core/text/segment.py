@@ -91,7 +91,7 @@ def _width_forms() -> dict[str, str]:
 
 
 _WIDTH_FORMS = _width_forms()
-_WIDTH_FORM = re.compile("[" + "".join(map(re.escape, _WIDTH_FORMS)) + "]")
+_WIDTH_FORM = re.compile("([" + "".join(map(re.escape, _WIDTH_FORMS)) + "])")
 
 
 def nfkc(text: str) -> str:
@@ -102,7 +102,10 @@ def nfkc(text: str) -> str:
     forms first (same decomposition, so the same result); the full normalization then runs only
     when something else still needs it.
     """
-    text = _WIDTH_FORM.sub(lambda m: _WIDTH_FORMS[m.group()], text)
+    parts = _WIDTH_FORM.split(text)  # odd items are the width forms: mapped in C, no callback
+    if len(parts) > 1:
+        parts[1::2] = map(_WIDTH_FORMS.__getitem__, parts[1::2])
+        text = "".join(parts)
     if unicodedata.is_normalized("NFKC", text):
         return text
     return unicodedata.normalize("NFKC", text)
@@ -185,6 +188,9 @@ class _JoinedTerms(dict[str, str]):
     def __missing__(self, run: str) -> str:
         if len(self) >= SEGMENT_CACHE_WORDS:  # bounded: a library of random tokens can't grow it
             self.clear()
+        if run.isalpha() and run.islower() and run.isascii():  # a plain English word: its stem
+            joined = self[run] = _stems[run]
+            return joined
         words = _WORD.findall(run)
         if words == [run]:
             joined = " ".join(_word_terms(run))
