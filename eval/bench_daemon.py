@@ -36,7 +36,7 @@ from typing import IO, Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from markindex_core.index.document import content_hash  # noqa: E402
+from markindex_core.index.reading import content_hash  # noqa: E402
 from markindex_core.library import Library  # noqa: E402
 from markindex_core.serve.status import read_status_file  # noqa: E402
 

@@ -2,20 +2,15 @@
 
 from __future__ import annotations
 
-import xxhash
-
 from markindex_core.config import LINE_BLOCK_SIZE, MAX_TITLE_CHARS, TreeParams
 from markindex_core.index.decode import Undecodable, decode, split_lines
 from markindex_core.index.describe import derive_description, derive_title
 from markindex_core.index.markdown import ParsedMarkdown, parse_markdown
 from markindex_core.index.passages import cut_passages
+from markindex_core.index.reading import content_hash
 from markindex_core.index.tree import build_sections
 from markindex_core.model import ParsedDocument, Passage, Section, SkippedFile
 from markindex_core.text import segment
-
-
-def content_hash(data: bytes) -> str:
-    return xxhash.xxh3_128_hexdigest(data)
 
 
 def build_document(

@@ -40,8 +40,7 @@ from markindex_core.config import (
     TreeParams,
 )
 from markindex_core.errors import LibraryUnreadable
-from markindex_core.index.document import content_hash
-from markindex_core.index.reading import Unreadable, read_regular
+from markindex_core.index.reading import Unreadable, content_hash, read_regular
 from markindex_core.index.scan import (
     FileStat,
     IgnoreRules,

@@ -9,6 +9,8 @@ import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import xxhash
+
 from markindex_core.config import MAX_FILE_BYTES
 
 _OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
@@ -66,3 +68,8 @@ def read_at_most(fd: int, limit: int) -> bytes:
 
 def _too_large(size: int) -> str:
     return f"file too large ({size / 1e6:.1f} MB > {MAX_FILE_BYTES / 1e6:.0f} MB)"
+
+
+def content_hash(data: bytes) -> str:
+    """A document's content hash, as stored (documents.hash)."""
+    return xxhash.xxh3_128_hexdigest(data)

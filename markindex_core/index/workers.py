@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import importlib
 import os
 import pickle
 import signal
@@ -37,7 +38,6 @@ from markindex_core.config import (
     WORKER_STOP_GRACE_S,
     TreeParams,
 )
-from markindex_core.index.document import build_document
 from markindex_core.index.reading import Unreadable, read_regular
 from markindex_core.model import ParsedDocument, Passage, Section, SkippedFile
 
@@ -100,6 +100,11 @@ Result = ParsedDocument | SkippedFile | Vanished
 
 def load(job: Job) -> Result:
     """Read, hash, parse one file. Never raises: problems become skip reasons."""
+    # Imported here, not at the top: the indexing process imports this module for the pool
+    # and parses in-process only for small runs, so a full build never loads the parse stack
+    # (markdown-it, the tree, description and passage code: ~60 ms) there.
+    from markindex_core.index.document import build_document
+
     try:
         data, st = read_regular(os.path.join(job.root, job.rel))
     except FileNotFoundError:
@@ -211,6 +216,7 @@ def serve_fd(fd: int) -> None:
     """Worker main loop on the inherited socket `fd`: one job in, one result out, until the
     parent closes its end."""
     _worker_init()
+    importlib.import_module("markindex_core.index.document")  # before Ready: the deadline
     sock = socket.socket(fileno=fd)
     try:
         _send(sock, _Ready(CODE_TOKEN))
