@@ -492,7 +492,7 @@ class _Rarity:
             return known
         if len(self._known) >= TERM_RARITY_CACHE or not self._passages:
             self._known.clear()
-            self._passages = self._queries.passage_count_bound()
+            self._passages = self._queries.passage_count()
         df = self._queries.passage_doc_frequency(term)
         idf = self._known[term] = math.log((self._passages + 1) / (df + 0.5)) if df else 0.0
         return idf
