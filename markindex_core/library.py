@@ -146,17 +146,19 @@ class Library:
         workers: int | None = None,
         after_write: AfterWrite | None = None,
         rebuild: bool = False,
+        rehash: bool = False,
     ) -> IndexReport:
         """Bring the index in line with the folder (incremental). Fails fast if another writer runs.
 
         `after_write` runs once the documents are written, under the same lock: e.g.
         `markindex_core.llm.summaries.Summarizer(SummarySettings("openai:gpt-4o-mini"))`.
         `rebuild` builds a new index from the folder alone and swaps it in whole: the way out of a
-        damaged index (see `store.integrity`), which it never needs to read."""
+        damaged index (see `store.integrity`), which it never needs to read. `rehash` reads and
+        hashes every file, also those whose size and mtime are unchanged (see `Indexer`)."""
         try:
             if rebuild:
                 return self._rebuild(ignore, setext, progress, workers, after_write)
-            return self._index(ignore, setext, progress, workers, after_write)
+            return self._index(ignore, setext, progress, workers, after_write, rehash)
         finally:
             self._build_pending.clear()
 
@@ -214,6 +216,7 @@ class Library:
         progress: Progress | None,
         workers: int | None,
         after_write: AfterWrite | None = None,
+        rehash: bool = False,
     ) -> IndexReport:
         from markindex_core.index.indexer import Indexer, open_for_writing
 
@@ -232,6 +235,7 @@ class Library:
                 setext=setext,
                 workers=workers,
                 after_write=after_write,
+                rehash=rehash,
             )
             report = indexer.run(progress)
             done = True

@@ -45,6 +45,13 @@ def register(sub: Subparsers) -> None:
         "summaries are kept when the old file still gives them up",
     )
     p.add_argument(
+        "--rehash",
+        action="store_true",
+        help="read and hash every file, not only those whose size or mtime changed: finds "
+        "edits that kept both (`cp -p`, `rsync -t`, `touch -r`); the daemon does this for every "
+        "file an event names",
+    )
+    p.add_argument(
         "--estimate",
         action="store_true",
         help="with --summary-model: index, then print the requests, estimated tokens and cost "
@@ -124,7 +131,11 @@ def cmd_index(args: argparse.Namespace) -> int:
     hook = summarizer_from_args(args, estimate=args.estimate)
     if args.json:
         report = lib.index(
-            ignore=args.ignore, setext=args.setext, after_write=hook, rebuild=args.rebuild
+            ignore=args.ignore,
+            setext=args.setext,
+            after_write=hook,
+            rebuild=args.rebuild,
+            rehash=args.rehash,
         )
         if hook is not None and hook.estimate_only:
             assert hook.last is not None and hook.last.estimate is not None
@@ -163,6 +174,7 @@ def cmd_index(args: argparse.Namespace) -> int:
             progress=progress,
             after_write=hook,
             rebuild=args.rebuild,
+            rehash=args.rehash,
         )
     out = console()
     if report.full_rebuild:

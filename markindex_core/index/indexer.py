@@ -136,8 +136,12 @@ class Indexer:
         workers: int | None = None,
         parse_timeout: float = PARSE_TIMEOUT_S,
         after_write: AfterWrite | None = None,
+        rehash: bool = False,
     ) -> None:
         self.root = root
+        # Compare every file's content hash, not only size and mtime: an edit that kept both
+        # (`cp -p`, `rsync -t`, `touch -r`) is otherwise taken for no change.
+        self.rehash = rehash
         self.after_write = after_write
         self.store = store
         self.ignore = list(ignore or [])
@@ -216,7 +220,8 @@ class Indexer:
         todo: list[str] = []
         for rel, st in sorted(files.items()):
             old = states.get(rel)
-            if old is not None and old.hash and old.size == st.size and old.mtime_ns == st.mtime_ns:
+            same_stat = old is not None and old.size == st.size and old.mtime_ns == st.mtime_ns
+            if old is not None and old.hash and same_stat and not self.rehash:
                 report.unchanged += 1
                 continue
             # A skipped file is always tried again: chmod changes neither its size nor its mtime.
@@ -253,7 +258,7 @@ class Indexer:
         if st.st_size != old.size:
             return False
         same = content_hash(data) == old.hash
-        if same:
+        if same and (st.st_size, st.st_mtime_ns) != (old.size, old.mtime_ns):
             self.store.touch(rel, st.st_size, st.st_mtime_ns)
         return same
 

@@ -64,6 +64,23 @@ def test_touch_without_change_is_unchanged(lib: Library) -> None:
     assert _field(lib, "doc3.md", "mtime_ns") == st.st_mtime_ns + 5_000_000_000
 
 
+def test_an_edit_that_keeps_size_and_mtime_is_found_by_rehash(lib: Library, tmp_path: Path) -> None:
+    """`cp -p` / `rsync -t` / `touch -r` keep size and mtime: a plain run takes the file for
+    unchanged (that is what its stat says), `rehash` reads every file and finds it."""
+    lib.index()
+    path = lib.root / "doc3.md"
+    st = path.stat()
+    text = path.read_text(encoding="utf-8")
+    path.write_text(text.replace("a", "o", 1), encoding="utf-8")  # same size
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert path.stat().st_size == st.st_size
+    assert not lib.index().changed
+    r = lib.index(rehash=True)
+    assert r.updated == ["doc3.md"] and r.unchanged == 11, r
+    fresh_equals(lib.root, lib.db_path, tmp_path)
+    assert not lib.index(rehash=True).changed
+
+
 def test_newly_ignored_and_unignored(lib: Library, tmp_path: Path) -> None:
     lib.index()
     write(lib.root, ".gitignore", "specs/\n")
