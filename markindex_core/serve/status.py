@@ -224,10 +224,10 @@ def read_status(lib: Library) -> dict[str, Any]:
             index or lock vanished, or a failure) | "stopping" | "stopped" | "stopped: REASON"),
             reason, hint (str | None: why it is retrying, recovering or stopped, what to do),
             recoveries (int), writing (bool, this pid holds the writer lock), alive (bool,
-            computed: process exists
-            and heartbeat fresh), unresponsive (bool, computed: holds the writer lock but no
-            longer beats), ended (bool, computed: killed, crashed or stopped by a failure, and no
-            writer took the lock since: the index is no longer kept live), progress ({done, total} files of the running reconcile, or
+            computed: process exists and heartbeat fresh), unresponsive (bool, computed: holds
+            the writer lock but no longer beats), ended (bool, computed: killed, crashed or
+            stopped by a failure, and no writer took the lock since: the index is no longer
+            kept live), progress ({done, total} files of the running reconcile, or
             None), heartbeat_at (float), heartbeat_age (float s, computed),
             started_at (float), observer ("inotify" | "polling" | …), notice (str, e.g. the
             polling fallback reason), queue (int, dirty paths waiting), busy (bool, reconciling
