@@ -14,7 +14,7 @@ _TABLE = """\
 40 27 0:50 / /srv/share rw,relatime shared:12 master:3 - nfs4 server:/export rw,vers=4.2
 41 27 0:51 / /home/ann/remote\\040docs rw,nosuid - fuse.sshfs ann@host:/docs rw,user_id=0
 42 27 8:17 / /media/usb rw - fuseblk /dev/sdb1 rw,user_id=0
-43 27 0:52 / /work/lib/vendor rw - cifs //nas/vendor rw
+43 27 0:52 / /data/lib/vendor rw - cifs //nas/vendor rw
 44 27 0:53 / /mnt/c rw,noatime - 9p drvfs rw,aname=drvfs
 45 44 254:0 /other /mnt/c rw - ext4 /dev/vda rw
 """
@@ -42,7 +42,7 @@ def test_remote_file_systems_are_named_and_local_ones_are_not() -> None:
 
 
 def test_a_share_mounted_inside_the_library_counts() -> None:
-    assert remote_file_system(Path("/work/lib"), parse_table(_TABLE)) == "cifs at /work/lib/vendor"
+    assert remote_file_system(Path("/data/lib"), parse_table(_TABLE)) == "cifs at /data/lib/vendor"
 
 
 def test_the_last_of_two_mounts_on_one_point_is_the_one_seen() -> None:
