@@ -381,8 +381,7 @@ class Daemon:
         """Read-only, the index is as live as its writer keeps it: a writing daemon's own
         trouble (frozen, cannot write, ended) is this daemon's too, and a writer that is no
         daemon (`markindex index`) holding the lock for long (a big run, or a hung one) is said."""
-        writer = self._writer_watch.daemon()
-        warning = self._writer_watch()
+        writer, warning, pid = self._writer_watch.read()
         if warning:
             return warning
         since = self._read_only_since
@@ -391,7 +390,6 @@ class Daemon:
         waited = time.time() - since
         if waited < DAEMON_WAIT_WARN_S:
             return None
-        _, pid = writer_lock_state(self.lib.db_path)
         holder = f"pid {pid}" if pid else "another process"
         return (
             f"the live index is waiting for the writer lock, held by {holder} for {waited:.0f} s"

@@ -32,19 +32,11 @@ def _unescape(field: str) -> str:
 
 def mounts_in(root: Path) -> frozenset[str] | None:
     """The mount points at or below `root`, or None where the mount table cannot be read."""
-    try:
-        text = _MOUNTINFO.read_text(encoding="utf-8", errors="surrogateescape")
-    except OSError:
+    table = _table()
+    if table is None:
         return None
     top = str(root).rstrip(os.sep)
-    points = set()
-    for line in text.splitlines():
-        fields = line.split(" ")
-        if len(fields) > 4:  # the 5th field is the mount point
-            point = _unescape(fields[4])
-            if point == top or point.startswith(top + os.sep):
-                points.add(point)
-    return frozenset(points)
+    return frozenset(p for p, _ in table if p == top or p.startswith(top + os.sep))
 
 
 def _table() -> list[tuple[str, str]] | None:

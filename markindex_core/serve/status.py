@@ -23,7 +23,7 @@ import threading
 import time
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from markindex_core.config import (
     DAEMON_HEARTBEAT_S,
@@ -370,33 +370,36 @@ def daemon_warning(daemon: dict[str, Any] | None) -> str | None:
 
 
 class DaemonWatch:
-    """The index's daemon in another process (`daemon_states`) and its `daemon_warning`, for a
-    plain `markindex mcp` serving the same index, or a daemon waiting for the writer lock: read
-    at most once per `DAEMON_WARNING_TTL_S` (a few small files)."""
+    """The index's daemon in another process (`daemon_states`), its `daemon_warning` and the
+    writer lock's holder, for a plain `markindex mcp` serving the same index or a daemon waiting
+    for the writer lock: read at most once per `DAEMON_WARNING_TTL_S` (a few small files)."""
 
     def __init__(self, db: Path) -> None:
         self.db = db
         self._lock = threading.Lock()
         self._read_at = -DAEMON_WARNING_TTL_S
-        self._daemon: dict[str, Any] | None = None
-        self._warning: str | None = None
+        self._seen: WatchedWriter = WatchedWriter(None, None, None)
 
-    def _refresh(self) -> None:
-        now = time.monotonic()
-        if now - self._read_at >= DAEMON_WARNING_TTL_S:
-            self._read_at = now
-            self._daemon = daemon_states(self.db)[0]
-            self._warning = daemon_warning(self._daemon)
+    def read(self) -> WatchedWriter:
+        with self._lock:
+            now = time.monotonic()
+            if now - self._read_at >= DAEMON_WARNING_TTL_S:
+                self._read_at = now
+                locked, holder = writer_lock_state(self.db)
+                daemon = daemon_states(self.db, locked, holder)[0]
+                self._seen = WatchedWriter(daemon, daemon_warning(daemon), holder)
+            return self._seen
 
     def __call__(self) -> str | None:
-        with self._lock:
-            self._refresh()
-            return self._warning
+        return self.read().warning
 
-    def daemon(self) -> dict[str, Any] | None:
-        with self._lock:
-            self._refresh()
-            return self._daemon
+
+class WatchedWriter(NamedTuple):
+    """What `DaemonWatch` last read: the daemon, its warning, the writer lock's holder pid."""
+
+    daemon: dict[str, Any] | None
+    warning: str | None
+    holder: int | None
 
 
 def iso_time(seconds: float) -> str:
