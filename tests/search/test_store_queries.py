@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from markindex_core.library import Library
 from markindex_core.store.outline import title_path
-from markindex_core.store.search_queries import Scope, SearchQueries
+from markindex_core.store.search_queries import (
+    Scope,
+    SearchQueries,
+    _varint,
+    fts_row_count,
+)
 
 
 def test_hit_title_paths_match_the_outline_of_their_document(indexed_sample: Library) -> None:
@@ -62,3 +69,47 @@ def test_typed_rows_match_the_dict_readers(indexed_sample: Library) -> None:
             assert store.node_by_rowid(node.rowid) == node
             assert node.start_line <= node.end_line <= node.subtree_end
     assert store.document_row("no/such.md") is None
+
+
+def _counted(lib: Library) -> tuple[int, int]:
+    conn = lib.store.conn
+    exact = int(conn.execute("SELECT count(*) FROM passages").fetchone()[0])
+    assert fts_row_count(conn, "passage_fts") == SearchQueries(conn).passage_count()
+    return SearchQueries(conn).passage_count(), exact
+
+
+def test_passage_count_follows_writes_and_deletes(sample_library: Path) -> None:
+    """The O(1) count FTS5 keeps equals count(*) through a build, an edit and a removal."""
+    lib = Library(sample_library, sample_library.parent / "index.db")
+    try:
+        lib.index()
+        built, exact = _counted(lib)
+        assert built == exact > 0
+        doc = sample_library / "guides" / "install.md"
+        doc.write_text(doc.read_text(encoding="utf-8") * 3, encoding="utf-8")
+        lib.index()
+        grown, exact = _counted(lib)
+        assert grown == exact > built
+        doc.unlink()
+        lib.index()
+        shrunk, exact = _counted(lib)
+        assert shrunk == exact < built
+    finally:
+        lib.close()
+
+
+def test_passage_count_of_an_empty_library_is_zero(tmp_path: Path) -> None:
+    (tmp_path / "lib").mkdir()
+    lib = Library(tmp_path / "lib", tmp_path / "index.db")
+    try:
+        lib.index()
+        assert _counted(lib) == (0, 0)
+    finally:
+        lib.close()
+
+
+def test_varint_reads_sqlite_encoding() -> None:
+    assert _varint(bytes([0x05])) == 5
+    assert _varint(bytes([0x82, 0x2C, 0xFF])) == 300
+    assert _varint(bytes([0xFF] * 8 + [0x01])) == (2**56 - 1) << 8 | 1
+    assert _varint(bytes([0x81])) is None  # cut inside the integer
