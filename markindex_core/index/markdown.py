@@ -20,6 +20,10 @@ from markindex_core.index.blocks import scan_blocks, split_source_lines
 
 _INLINE_LINK = re.compile(r"\]\(\s*<?([^)\s>]+)")
 _SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*:")
+# A heading attribute block at the end of a heading (Pandoc, kramdown, MkDocs attr_list, PHP
+# Markdown Extra): `## Overview {#s-4-1}`, `{: #id .class}`, `{.unnumbered}`. It names an anchor
+# or a style, not the topic.
+_HEADING_ATTRIBUTES = re.compile(r"\s*\{:?[ \t]*[#.][^{}]*\}$")
 
 
 @dataclass(frozen=True)
@@ -223,7 +227,10 @@ def _heading(
 
 
 def _clean_title(raw: str) -> str:
+    """Whitespace folded, a trailing attribute block dropped (unless it is the whole title)."""
     title = " ".join(raw.split())
+    if title.endswith("}"):
+        title = _HEADING_ATTRIBUTES.sub("", title) or title
     return title[:MAX_TITLE_CHARS]
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from markindex_core.index.markdown import parse_markdown
+from markindex_core.index.markdown import parse_markdown, parse_markdown_oracle
 
 
 def heads(text: str, setext: bool = True) -> list[tuple[int, str, int, int]]:
@@ -31,6 +31,18 @@ def test_headings_in_containers_fences_html_are_not_outline_headings() -> None:
 
 def test_title_whitespace_collapsed() -> None:
     assert heads("#   spaced \t  out   \n")[0][1] == "spaced out"
+
+
+def test_heading_attribute_blocks_are_not_part_of_the_title() -> None:
+    text = (
+        "# Federation {#federation}\n\n## Trust {: #trust .wide}\n\n## Notes {.unnumbered}\n\n"
+        "## Set {a, b}\n\n## {#only-an-id}\n\n## Setext {#s}\n---\n"
+    )
+    titles = [t for _, t, _, _ in heads(text)]
+    assert titles == ["Federation", "Trust", "Notes", "Set {a, b}", "{#only-an-id}", "Setext"]
+    # The block scanner and markdown-it (the oracle) give the same titles.
+    oracle = parse_markdown_oracle(text, "d.md").headings
+    assert [h.title for h in oracle] == titles
 
 
 def test_front_matter() -> None:
