@@ -24,6 +24,9 @@ _SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*:")
 # Markdown Extra): `## Overview {#s-4-1}`, `{: #id .class}`, `{.unnumbered}`. It names an anchor
 # or a style, not the topic.
 _HEADING_ATTRIBUTES = re.compile(r"\s*\{:?[ \t]*[#.][^{}]*\}$")
+# An inline link in a heading, `[KEP-4381](https://github.com/…/4381): …`: its text is the title's,
+# its address is not (a document's title stands in every one of its passages' title paths).
+_TITLE_LINK = re.compile(r"(?<![!\\])\[([^\[\]]+)\]\([^()\s]*(?:[ \t]+\"[^\"]*\")?\)")
 
 
 @dataclass(frozen=True)
@@ -227,8 +230,11 @@ def _heading(
 
 
 def _clean_title(raw: str) -> str:
-    """Whitespace folded, a trailing attribute block dropped (unless it is the whole title)."""
+    """Whitespace folded, links reduced to their text, a trailing attribute block dropped
+    (unless it is the whole title)."""
     title = " ".join(raw.split())
+    if "](" in title:
+        title = _TITLE_LINK.sub(r"\1", title)
     if title.endswith("}"):
         title = _HEADING_ATTRIBUTES.sub("", title) or title
     return title[:MAX_TITLE_CHARS]

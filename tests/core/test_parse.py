@@ -45,6 +45,23 @@ def test_heading_attribute_blocks_are_not_part_of_the_title() -> None:
     assert [h.title for h in oracle] == titles
 
 
+def test_links_in_a_heading_leave_their_text_in_the_title() -> None:
+    text = (
+        "# [KEP-4381](https://github.com/kubernetes/enhancements/issues/4381): DRA\n\n"
+        '## With [Cluster Autoscaler](ca.md "CA")\n\n'
+        "## ![logo](logo.png) and \\[escaped](not-a-link) and [ref][r]\n\n[r]: https://example.com\n"
+    )
+    titles = [t for _, t, _, _ in heads(text)]
+    assert titles == [
+        "KEP-4381: DRA",
+        "With Cluster Autoscaler",
+        "![logo](logo.png) and \\[escaped](not-a-link) and [ref][r]",
+    ]
+    assert [h.title for h in parse_markdown_oracle(text, "d.md").headings] == titles
+    # The link itself is still one of the document's links.
+    assert [(ln.line, ln.target) for ln in parse_markdown(text, "d.md").links] == [(3, "ca.md")]
+
+
 def test_front_matter() -> None:
     p = parse_markdown("---\ntitle: T\nn: 3\nwhen: 2024-01-02\n---\n# H\n", "d.md")
     assert p.front_matter == {"title": "T", "n": 3, "when": "2024-01-02"}
