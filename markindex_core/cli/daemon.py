@@ -166,6 +166,11 @@ def _print_index(out: Console, st: dict[str, Any]) -> None:
     )
     secs = st["last_index_seconds"]
     out.print(f"last indexed {_ago(st['last_index_at'])}" + (f" in {secs:.2f} s" if secs else ""))
+    if st.get("rebuild_due"):
+        out.print(
+            f"[yellow]built by another version of markindex ({_escape(st['rebuild_due'])}): "
+            "the next `markindex index` or daemon start rebuilds every document[/]"
+        )
 
 
 def _print_daemon(out: Console, st: dict[str, Any]) -> None:

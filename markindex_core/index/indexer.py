@@ -123,6 +123,16 @@ def fingerprint(params: TreeParams) -> str:
     )
 
 
+def pending_rebuild(meta: dict[str, str]) -> str | None:
+    """Why the next run will rebuild every document of an index with this meta (the index was
+    built by another version of markindex, or with another segmenter), or None."""
+    old = meta.get("fingerprint")
+    if not old:
+        return None
+    new = fingerprint(TreeParams(setext=meta.get("setext") != "0"))
+    return None if old == new else _why(old, new)
+
+
 class Indexer:
     """Brings one library's index in line with its folder. Holds the writer lock while it works."""
 

@@ -213,6 +213,8 @@ def read_status(lib: Library) -> dict[str, Any]:
         skipped (list[{path, reason}]): files left out of the index, and why.
         last_index_at (float | None): Unix time the last index run (CLI or daemon) finished.
         last_index_seconds (float | None): how long that run took.
+        rebuild_due (str | None): why the next index run rebuilds every document (the index was
+            built by another version of markindex: "format 4 -> 5"), or None.
         writer_locked (bool): some process holds the writer lock right now.
         writer_pid (int | None): that process, when known.
         daemon (dict | None): the daemon's status: the file beside the index, or when that one's
@@ -254,6 +256,7 @@ def read_status(lib: Library) -> dict[str, Any]:
         "skipped": [],
         "last_index_at": None,
         "last_index_seconds": None,
+        "rebuild_due": None,
     }
     if db.exists():
         try:
@@ -268,6 +271,9 @@ def read_status(lib: Library) -> dict[str, Any]:
                 meta = store.all_meta()
                 out["last_index_at"] = _float(meta.get("last_index_at"))
                 out["last_index_seconds"] = _float(meta.get("last_index_seconds"))
+                from markindex_core.index.indexer import pending_rebuild  # only status needs it
+
+                out["rebuild_due"] = pending_rebuild(meta)
                 out["indexed"] = True
             finally:
                 store.close()

@@ -15,6 +15,7 @@ import pytest
 
 from markindex_core.library import Library
 from markindex_core.serve.status import STALE_AFTER_S, DaemonWatch, read_status, status_path
+from markindex_core.store.db import Store
 from markindex_core.store.lock import WriterLock
 from tests.unprivileged import AS_NOBODY, CHILD_ENV
 
@@ -277,3 +278,24 @@ def test_stale_warning_says_what_keeps_the_index_behind() -> None:
     assert "after its start" in (stale_warning(first) or "")
     waiting = {**base, "state": "read-only", "reason": "waiting for the writer lock held by pid 9"}
     assert stale_warning(waiting) is None  # the lock holder keeps the index current
+
+
+def test_an_index_built_by_another_version_says_it_will_be_rebuilt(tmp_path: Path) -> None:
+    """After an upgrade that changes what is stored, the old index still answers; status says
+    the next run rebuilds it, and stops saying so once it has."""
+    root = _lib(tmp_path, {"a.md": "# A\n\nalpha\n"})
+    db = tmp_path / "idx" / "index.db"
+    lib = Library(root, db)
+    lib.index()
+    assert read_status(lib)["rebuild_due"] is None
+    store = Store(db)
+    store.set_meta({"fingerprint": "format=0;R=150;max=8000;setext=1;segmenter=old"})
+    store.close()
+    data, text = _status(root, db)
+    assert data["rebuild_due"].startswith("format 0 -> ")
+    assert "the next `markindex index` or daemon start rebuilds every document" in " ".join(
+        text.split()
+    )
+    assert lib.index().full_rebuild
+    assert read_status(lib)["rebuild_due"] is None
+    lib.close()
