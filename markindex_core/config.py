@@ -162,6 +162,7 @@ DAEMON_CHECK_IDLE_S = 10.0  # after this long without writes, read the whole ind
 DAEMON_CHECK_EVERY_S = 86_400.0  # … and again a day later (2 s per 100 MB, on a thread of its own)
 DAEMON_TIDY_IDLE_S = 5.0  # after this long without writes, merge FTS segments (see Indexer.tidy)
 DAEMON_TIDY_DEFER_WRITES = 64  # …which saves defer, up to this many writes, off their latency path
+FTS_MERGE_STEP_PAGES = 500  # the daemon merges FTS segments this many leaf pages at a time (~0.1 s)
 BUSY_TIMEOUT_MS = 5_000  # a connection waits this long for a lock before SQLITE_BUSY
 DAEMON_CHECKPOINT_BUSY_MS = 100  # the idle WAL truncation waits at most this long for readers
 DAEMON_HEARTBEAT_S = 2.0  # status file refresh; a daemon silent for 3 beats counts as gone

@@ -414,6 +414,17 @@ class Indexer:
             self.store.set_meta({"fts_pending_writes": str(pending)})
         return ran
 
+    def merge_step(self) -> bool:
+        """One bounded step of the merge `tidy` makes at once (see `Store.merge_step`), when
+        writes are pending; whether more is left. The step that finds nothing left clears the
+        count of pending writes."""
+        if not int(self.store.get_meta("fts_pending_writes") or 0):
+            return False
+        if self.store.merge_step():
+            return True
+        self.store.set_meta({"fts_pending_writes": "0"})
+        return False
+
     def _results(self, jobs: list[Job], sizes: dict[str, int]) -> Iterator[Result]:
         if self.workers <= 1 or sum(sizes.values()) < PARALLEL_MIN_BYTES or len(jobs) < 4:
             for job in jobs:

@@ -228,3 +228,14 @@ def damage_pages(db: Path, table: str, share: float = 0.5) -> int:
             f.seek((page - 1) * page_size + 8)  # past the page header's type byte
             f.write(os.urandom(page_size - 16))
     return len(damaged)
+
+
+def many_words(n: int, sections: int = 40) -> str:
+    """A document of many distinct words (`w<n>x<section>x<i>`): its FTS rows fill many pages."""
+    lines = [f"# Document {n}", ""]
+    for s in range(sections):
+        lines += [f"## Section {s}", ""]
+        for j in range(0, 240, 12):
+            lines.append(" ".join(f"w{n}x{s}x{i} common" for i in range(j, j + 12)))
+        lines.append("")
+    return "\n".join(lines)

@@ -7,6 +7,8 @@ from pathlib import Path
 from markindex_core.config import FTS_OPTIMIZE_AFTER_WRITES
 from markindex_core.index.indexer import Indexer, open_for_writing
 from markindex_core.library import Library
+from markindex_core.store.db import Store
+from tests.core.helpers import many_words
 
 
 def _pending(lib: Library) -> int:
@@ -45,3 +47,52 @@ def test_idle_tidy_runs_only_when_something_is_pending(sample_library: Path) -> 
     finally:
         store.close()
         lock.release()
+
+
+def _big_library(parent: Path) -> Path:
+    """Three documents of many distinct words: an FTS index of many leaf pages."""
+    root = parent / "big"
+    root.mkdir()
+    for d in range(3):
+        (root / f"doc{d}.md").write_text(many_words(d), encoding="utf-8")
+    return root
+
+
+def test_merge_steps_are_bounded_and_end_where_optimize_does(tmp_path: Path) -> None:
+    """The daemon merges the segments small writes leave a step at a time: each step does a
+    bounded part, the last says nothing is left, and the index then answers as before."""
+    root = _big_library(tmp_path)
+    lib = Library(root, tmp_path / "index.db")
+    lib.index()
+    doc = root / "doc1.md"
+    text = doc.read_text(encoding="utf-8")
+    for i in range(4):  # one write each, as separate saves: a segment each
+        doc.write_text(text + f"\nrevision {i}\n", encoding="utf-8")
+        assert lib.index().updated == ["doc1.md"]
+    before = [h.citation for h in lib.search("w1x7x30 common revision", limit=20).hits]
+    assert before
+    lib.close()
+    store, lock = open_for_writing(lib.db_path)
+    try:
+        steps = 0
+        while store.merge_step(pages=4):
+            steps += 1
+            assert steps < 10_000
+        assert steps >= 3  # a few pages at a time takes several steps
+        assert not store.merge_step()  # nothing left: what optimize would leave
+        for table in ("node_fts", "passage_fts"):
+            store.conn.execute(f"INSERT INTO {table}({table}) VALUES('integrity-check')")
+        indexer = Indexer(lib.root, store)
+        assert _pending_of(store) > 0
+        assert not indexer.merge_step()  # the indexer's step finds it merged and says so
+        assert _pending_of(store) == 0
+    finally:
+        store.close()
+        lock.release()
+    after = Library(root, tmp_path / "index.db")
+    assert [h.citation for h in after.search("w1x7x30 common revision", limit=20).hits] == before
+    after.close()
+
+
+def _pending_of(store: Store) -> int:
+    return int(store.get_meta("fts_pending_writes") or 0)
