@@ -170,6 +170,7 @@ def test_cli_search_warns_while_the_daemon_cannot_write(tmp_path: Path) -> None:
         wait_for(lambda: "warning" not in json.loads(search("--json").stdout), 30)
     finally:
         chattr("-i")
+        d.stop()
 
 
 def test_a_frozen_daemon_holding_the_writer_lock_is_not_taken_for_another_writer(
