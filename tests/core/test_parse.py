@@ -76,6 +76,21 @@ def test_front_matter_that_is_not_a_mapping() -> None:
     assert empty.front_matter == {} and empty.front_matter_end == 2
 
 
+def test_front_matter_values_yaml_cannot_convert_drop_only_the_front_matter() -> None:
+    for value in (
+        "date: 2023-02-29",
+        "time: 2023-01-01 25:61:00",
+        "n: !!int abc",
+        "x: !!float abc",
+        "b: !!bool maybe",
+        "t: !!timestamp foo",
+    ):
+        p = parse_markdown(f"---\ntitle: Notes\n{value}\n---\n# Notes\n\nbody\n", "d.md")
+        assert p.front_matter is None, value
+        assert [h.title for h in p.headings] == ["Notes"], value
+        assert any("invalid YAML value" in w for w in p.warnings), (value, p.warnings)
+
+
 def test_thematic_break_at_top_is_not_front_matter_when_unclosed() -> None:
     p = parse_markdown("---\nplain text\n", "d.md")
     assert p.front_matter is None and p.front_matter_end == 0
@@ -103,6 +118,16 @@ def test_internal_links_resolved_relative_to_the_document() -> None:
         ("dir/sub/ref.md", "r"),
     } | ({("dir/sp ace.md", "")} if any(ln.target == "dir/sp ace.md" for ln in links) else set())
     assert all(ln.line in (1, 2, 4) for ln in links)
+
+
+def test_link_lines_in_one_long_paragraph() -> None:
+    """Each link's line, counted from the previous link (a paragraph of thousands of links)."""
+    rows = [
+        f"See [a{i}](a{i}.md) and [b{i}](b{i}.md)" if i % 3 == 0 else "plain" for i in range(3000)
+    ]
+    links = parse_markdown("# T\n\n" + "\n".join(rows) + "\n", "d.md").links
+    want = [(i + 3, f"{k}{i}.md") for i in range(0, 3000, 3) for k in "ab"]
+    assert [(ln.line, ln.target) for ln in links] == want
 
 
 def test_links_that_leave_the_library_are_kept_as_broken() -> None:
