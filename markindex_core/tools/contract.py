@@ -292,7 +292,10 @@ def _open_store(lib: IndexAccess) -> Store:
             details={"hint": exc.hint},
             next_steps=steps(f"an operator must fix this: {exc.hint}" if exc.hint else "retry"),
         ) from None
-    if not store.has_documents() and _build_expected(lib):
+    if not store.has_documents() and _build_expected(lib) and not store.get_meta("last_index_at"):
+        # Empty and never indexed to the end: the first build is under way. An index that a run
+        # finished is empty because the library is (every file deleted, skipped or ignored), and
+        # a daemon holds the lock for good: that is an answer, not a build to wait for.
         raise _building()
     return store
 

@@ -229,6 +229,24 @@ def test_missing_index_and_index_being_built(sample_library: Path) -> None:
     lib.close()
 
 
+def test_an_emptied_library_under_a_writer_answers_with_nothing(sample_library: Path) -> None:
+    """Every file deleted while a daemon holds the writer lock: the index is empty because the
+    library is, and tools say so (no hits), not "being built" for as long as the daemon runs."""
+    lib = Library(sample_library)
+    lib.index()
+    for doc in sample_library.rglob("*.md"):
+        doc.unlink()
+    lib.index()
+    lock = WriterLock(lib.db_path)
+    assert lock.try_acquire()
+    try:
+        assert ok(lib, "search_documents", {"query": "install"})["results"] == []
+        assert ok(lib, "browse_documents")["documents_below"] == 0
+    finally:
+        lock.release()
+        lib.close()
+
+
 @pytest.fixture(scope="module")
 def big_library(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Library]:
     root = tmp_path_factory.mktemp("big") / "library"
