@@ -76,7 +76,9 @@ def register(sub: Subparsers) -> None:
         "status",
         help="show the index's size, freshness, skipped files and whether a daemon is writing",
         description="Documents, nodes, last index time, skipped files, and the live daemon's "
-        "state (pid, heartbeat, queue, errors) when one runs.",
+        "state (pid, heartbeat, queue, errors) when one runs. Exit code: 0 when the index is "
+        "there (live or static), 1 when it is not, 2 when its daemon stopped keeping it live "
+        "(ended without stopping, frozen, or unable to write): for health checks.",
     )
     add_library_args(p)
     p.set_defaults(func=cmd_status)
@@ -135,15 +137,16 @@ def cmd_status(args: argparse.Namespace) -> int:
 
     lib = open_library(args)
     st = read_status(lib)
+    code = 1 if not st["indexed"] else 2 if st["not_updating"] else 0
     if args.json:
         emit_json(st)
-        return 0 if st["indexed"] else 1
+        return code
 
     out = console(highlight=False)
     _print_index(out, st)
     _print_daemon(out, st)
     _print_skipped(out, st["skipped"])
-    return 0 if st["indexed"] else 1
+    return code
 
 
 def _escape(text: str) -> str:

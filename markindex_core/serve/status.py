@@ -241,6 +241,8 @@ def read_status(lib: Library) -> dict[str, Any]:
             waiting for the writer lock), same keys as `daemon`. Records in the runtime folder
             are per user: daemons of other users show only through the file beside the index.
         daemon_writing (bool): a live daemon holds the writer lock.
+        not_updating (bool): the daemon keeping the index live has stopped doing so (ended,
+            frozen, or failing to write; see `not_updating`): `markindex status` exits 2.
     """
     db = lib.db_path
     out: dict[str, Any] = {
@@ -284,6 +286,7 @@ def read_status(lib: Library) -> dict[str, Any]:
     out["daemon"] = daemon
     out["other_daemons"] = others
     out["daemon_writing"] = bool(daemon and daemon["writing"])
+    out["not_updating"] = not_updating(daemon)
     return out
 
 
@@ -318,6 +321,12 @@ def stale_warning(daemon: dict[str, Any]) -> str | None:
     """Why a daemon's index may not show its folder as it is now (a daemon's status as
     `read_status` gives it), or None while it keeps up: a reconcile after file events is keeping
     up, and so is waiting while another process writes."""
+    return _staleness(daemon)[1]
+
+
+def _staleness(daemon: dict[str, Any]) -> tuple[bool, str | None]:
+    """(whether the daemon has stopped updating the index, `stale_warning`): catching up after a
+    start or a big burst is a warning, but not a stop."""
     state = str(daemon.get("state") or "")
     reason, hint = daemon.get("reason"), daemon.get("hint")
     done_at = _float(daemon.get("last_reconcile_at"))
@@ -327,24 +336,35 @@ def stale_warning(daemon: dict[str, Any]) -> str | None:
         else "; answers may miss changes made before or since it started"
     )
     if daemon.get("unresponsive"):
-        return f"the live index is not updating: {unresponsive_reason(daemon)}{since}"
+        return True, f"the live index is not updating: {unresponsive_reason(daemon)}{since}"
     if state.startswith("stop"):
-        return f"the live index has stopped updating{since}"
+        return True, f"the live index has stopped updating{since}"
     if reason and state in ("retrying", "recovering", "reconciling", "starting"):
         # A retry's reconcile keeps the reason of the failure until it succeeds.
-        return f"the live index is not updating: {reason}" + (f" ({hint})" if hint else "") + since
+        why = f"{reason}" + (f" ({hint})" if hint else "")
+        return True, f"the live index is not updating: {why}{since}"
     if not daemon.get("reconciles") and state in ("starting", "reconciling"):
-        return "the live index is catching up with the folder after its start" + since
+        return False, "the live index is catching up with the folder after its start" + since
     started = _float(daemon.get("last_reconcile_started_at"))
     if state == "reconciling" and started and time.time() - started > DAEMON_SLOW_RECONCILE_S:
         # A big burst (a checkout), or one file that takes long to parse: still working on it.
         progress = daemon.get("progress") or {}
         done = f", {progress.get('done')} of {progress.get('total')} files" if progress else ""
-        return (
+        return False, (
             f"the live index is catching up: its reconcile has run for "
             f"{time.time() - started:.0f} s{done}" + since
         )
-    return None
+    return False, None
+
+
+def not_updating(daemon: dict[str, Any] | None) -> bool:
+    """Whether the daemon that keeps the index live (as `daemon_states` gives it) has stopped
+    doing so: ended, frozen, or failing to write. `markindex status` exits 2 then."""
+    if daemon is None:
+        return False
+    if daemon.get("ended"):
+        return True
+    return bool(daemon["alive"] or daemon["unresponsive"]) and _staleness(daemon)[0]
 
 
 def unresponsive_reason(daemon: dict[str, Any]) -> str:

@@ -34,6 +34,12 @@ def _status(root: Path, db: Path, *, prefix: list[str] | None = None) -> tuple[d
     return json.loads(runs[0].stdout), runs[1].stdout
 
 
+def _status_code(root: Path, db: Path) -> int:
+    """The exit code of `markindex status`: 2 while the live index has stopped updating."""
+    cmd = [sys.executable, "-m", "markindex_core", "status", str(root), "--db", str(db)]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=60).returncode
+
+
 def _search(root: Path, db: Path, query: str, *extra: str) -> subprocess.CompletedProcess[str]:
     """`markindex search ROOT QUERY --db DB [extra]`, as a user runs it beside the daemon."""
     cmd = [sys.executable, "-m", "markindex_core", "search", str(root), query, "--db", str(db)]
@@ -166,6 +172,7 @@ def test_cli_search_warns_while_the_daemon_cannot_write(tmp_path: Path) -> None:
         data = json.loads(search("--json").stdout)
         assert data["hits"] and f"daemon pid {d.proc.pid}" in data["warning"]
         assert "not updating" in search().stderr
+        assert _status_code(root, db) == 2
         chattr("-i")
         wait_for(lambda: "warning" not in json.loads(search("--json").stdout), 30)
     finally:
@@ -239,10 +246,12 @@ def test_a_killed_daemon_is_said_until_another_writer_takes_over(tmp_path: Path)
     assert warning and "the live index has stopped updating" in warning, warning
     assert f"pid {d.proc.pid}" in warning and "markindex daemon" in warning, warning
     assert "ended without stopping" in " ".join(search().stderr.split())
+    assert st["not_updating"] and _status_code(root, db) == 2  # for health checks
 
     Library(root, db).index()  # another writer brings the index up to date
     st, text = _status(root, db)
     assert not st["daemon"]["ended"] and "daemon: not running" in text, (st, text)
+    assert not st["not_updating"] and _status_code(root, db) == 0
     assert DaemonWatch(db)() is None
     assert "warning" not in search().stderr
 
