@@ -95,3 +95,9 @@ def console(*, stderr: bool = False, highlight: bool = True) -> Console:
     from rich.console import Console
 
     return Console(stderr=stderr, highlight=highlight, emoji=False)
+
+
+def library_relative(path: str | None) -> str | None:
+    """A document or folder as the index names it: `./guides/` is `guides`, `.` is the whole
+    library (every command takes a path the way `search --doc` and the tools do)."""
+    return None if path is None else "/".join(p for p in path.split("/") if p not in ("", "."))

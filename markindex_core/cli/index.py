@@ -12,6 +12,7 @@ from markindex_core.cli.common import (
     add_model_server_args,
     console,
     emit_json,
+    library_relative,
     open_library,
 )
 from markindex_core.config import CLI_PROGRESS_PATH_CHARS, SUMMARY_CONCURRENCY
@@ -240,7 +241,7 @@ def cmd_tree(args: argparse.Namespace) -> int:
     from markindex_core.store.suggest import unknown_document
 
     lib = open_library(args)
-    doc = lib.document(args.doc)
+    doc = lib.document(library_relative(args.doc) or args.doc)
     if doc is None:
         raise unknown_document(lib.store, args.doc)
     outline = nest(lib.store.nodes(doc["id"]), depth=args.depth)

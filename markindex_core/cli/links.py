@@ -5,7 +5,14 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from markindex_core.cli.common import Subparsers, add_library_args, console, emit_json, open_library
+from markindex_core.cli.common import (
+    Subparsers,
+    add_library_args,
+    console,
+    emit_json,
+    library_relative,
+    open_library,
+)
 
 if TYPE_CHECKING:
     from rich.text import Text
@@ -45,7 +52,7 @@ def cmd_links(args: argparse.Namespace) -> int:
 
     lib = open_library(args)
     if args.doc:
-        doc = lib.document(args.doc)
+        doc = lib.document(library_relative(args.doc) or args.doc)
         if doc is None:
             raise unknown_document(lib.store, args.doc)
         rows = lib.store.links_from(doc["id"])
@@ -80,11 +87,17 @@ def cmd_links(args: argparse.Namespace) -> int:
 
 
 def cmd_backlinks(args: argparse.Namespace) -> int:
+    from markindex_core.store.suggest import unknown_document
 
     lib = open_library(args)
-    rows = lib.store.links_to(args.doc.strip("/"))
+    wanted = library_relative(args.doc) or args.doc  # `./a.md` is `a.md`, as everywhere
+    doc = lib.document(wanted)
+    path = doc["path"] if doc is not None else wanted
+    rows = lib.store.links_to(path)
+    if doc is None and not rows:  # a missing document that nothing links to: a typo, say so
+        raise unknown_document(lib.store, args.doc)
     if args.json:
-        emit_json({"path": args.doc, "backlinks": rows})
+        emit_json({"path": path, "backlinks": rows})
         return 0
     from rich.table import Table
 

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import argparse
 
-from markindex_core.cli.common import Subparsers, add_library_args, console, emit_json, open_library
+from markindex_core.cli.common import (
+    Subparsers,
+    add_library_args,
+    console,
+    emit_json,
+    library_relative,
+    open_library,
+)
 from markindex_core.config import SEARCH_DEFAULT_LIMIT, SEARCH_MAX_LIMIT
 
 
@@ -38,17 +45,12 @@ def _limit(text: str) -> int:
     return n
 
 
-def _relative(path: str | None) -> str | None:
-    """A scope as the index names it: `./guides/` is `guides`, `.` is the whole library."""
-    return None if path is None else "/".join(p for p in path.split("/") if p not in ("", "."))
-
-
 def cmd_search(args: argparse.Namespace) -> int:
     from markindex_core.errors import LibraryNotFound
     from markindex_core.store.suggest import unknown_document
 
     lib = open_library(args)
-    doc, folder = _relative(args.doc), _relative(args.folder)
+    doc, folder = library_relative(args.doc), library_relative(args.folder)
     # An unknown scope is said as such, with suggestions, not as "nothing matched".
     if doc is not None:
         found = lib.document(doc)

@@ -57,3 +57,21 @@ def test_unknown_document_suggests_similar(indexed_sample: Library) -> None:
     )
     assert out.returncode == 1
     assert "guides/install.md" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_backlinks_takes_the_document_as_links_does(indexed_sample: Library) -> None:
+    """`./guides/install.md` is that document; a missing one is named as such, unless links
+    point at it (who links to a deleted page is worth knowing)."""
+    root = str(indexed_sample.root)
+    back = _cli("backlinks", root, "./guides/install.md")
+    assert back["path"] == "guides/install.md"
+    assert {b["source"] for b in back["backlinks"]} == {"README.md", "specs/配置参考.md"}
+    missing = _cli("backlinks", root, "guides/missing.md")
+    assert [b["source"] for b in missing["backlinks"]] == ["guides/install.md"]
+    typo = subprocess.run(
+        [sys.executable, "-m", "markindex_core", "backlinks", root, "guides/instal.md", "--json"],
+        capture_output=True,
+        text=True,
+    )
+    assert typo.returncode == 1 and "guides/install.md" in typo.stdout + typo.stderr
+    assert "Traceback" not in typo.stderr
