@@ -294,6 +294,7 @@ class CheckedLines:
         self._source = source
         self._replies: Any = None
         self._ready = anyio.Event()
+        self.lines = 0  # non-blank lines read: none means no client ever spoke
 
     def reply_to(self, write_stream: Any) -> None:
         self._replies = write_stream
@@ -306,6 +307,7 @@ class CheckedLines:
         async for line in self._source:
             if not line.strip():
                 continue
+            self.lines += 1
             problem = refusal(line)
             if problem is None:
                 yield line
@@ -389,6 +391,14 @@ async def run_stdio(
     finally:
         text.detach()
         text_in.detach()
+    if stdin.lines:
+        log.info("the MCP client closed stdin: stopping")
+    else:  # started with stdin at its end: systemd, `nohup … &`, docker without -i
+        log.warning(
+            "stdin closed before any MCP message: stopping (an MCP client starts this command "
+            "and talks over stdin; to keep an index live without one, run "
+            "`markindex daemon ROOT --no-mcp`)"
+        )
 
 
 def _host_port(host: str, port: int | str) -> str:

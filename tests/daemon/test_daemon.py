@@ -253,3 +253,15 @@ def test_an_edit_that_restores_an_old_mtime_is_still_seen(tmp_path: Path) -> Non
             f.write("# A\n\nwombat\n")  # same size
         os.utime(root / "a.md", ns=(old, old))
         wait_for(lambda: find(db, root, "wombat") == {"a.md"})
+
+
+def test_a_daemon_started_with_stdin_at_its_end_says_why_it_stops(tmp_path: Path) -> None:
+    """`nohup markindex daemon ROOT &`, systemd, docker without -i: stdin is at its end, the MCP
+    session ends at once, and so does the daemon. It must say so, and how to run without MCP."""
+    root = _lib(tmp_path, {"a.md": "# A\n\nalpha\n"})
+    db = tmp_path / "idx" / "index.db"
+    cmd = [sys.executable, "-m", "markindex_core", "daemon", str(root), "--db", str(db)]
+    out = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout == ""
+    assert "stdin closed before any MCP message" in out.stderr, out.stderr
+    assert "--no-mcp" in out.stderr
