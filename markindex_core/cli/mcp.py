@@ -56,7 +56,7 @@ def register(sub: Subparsers) -> None:
         "--host", default=MCP_HTTP_HOST, help=f"HTTP bind address (default {MCP_HTTP_HOST})"
     )
     p.add_argument(
-        "--port", type=int, default=MCP_HTTP_PORT, help=f"HTTP port (default {MCP_HTTP_PORT})"
+        "--port", type=_port, default=MCP_HTTP_PORT, help=f"HTTP port (default {MCP_HTTP_PORT})"
     )
     p.add_argument(
         "--allowed-host",
@@ -154,6 +154,36 @@ def _refuse_empty_library(lib: Library) -> None:
         )
 
 
+def _port(value: str) -> int:
+    """An HTTP port number, 1-65535 (argparse says what is wrong otherwise)."""
+    try:
+        port = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a port number") from None
+    if not 1 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{port} is not a port number (1-65535)")
+    return port
+
+
+def _check_listen(host: str, port: int) -> None:
+    """Fail now, with a clear message, when HOST:PORT cannot be listened on (in use, no such
+    address): the HTTP server would otherwise end in a traceback after saying it serves."""
+    import socket
+
+    from markindex_core.errors import InvalidArgument
+
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind(address)
+    except OSError as exc:
+        raise InvalidArgument(
+            f"cannot listen on {host}:{port}: {exc.strerror or exc}",
+            "pick a free --port (or another --host)",
+        ) from None
+
+
 def cmd_mcp(args: argparse.Namespace) -> int:
     _check_http_options(args)
     stdio = args.transport == "stdio"
@@ -162,6 +192,8 @@ def cmd_mcp(args: argparse.Namespace) -> int:
 
         guard_stdout()  # before anything else can write to stdout
 
+    if not stdio:
+        _check_listen(args.host, args.port)
     lib = open_library(args)
     _refuse_empty_library(lib)
     if args.watch:

@@ -128,3 +128,23 @@ def test_allowed_host_with_stdio_is_refused(sample_library: Path, tmp_path: Path
     )
     assert done.returncode == 1
     assert b"--transport streamable-http" in done.stderr
+
+
+def test_a_port_in_use_or_out_of_range_is_a_clear_error(
+    sample_library: Path, tmp_path: Path
+) -> None:
+    """Not "serving MCP at …" followed by a traceback from the HTTP server's exit."""
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = str(busy.getsockname()[1])
+        for extra, code, said in (
+            (["--port", port], 1, "cannot listen on 127.0.0.1:"),
+            (["--port", "99999"], 2, "not a port number"),
+        ):
+            command, args = server_command(
+                sample_library, tmp_path / "index.db", "--transport", "streamable-http", *extra
+            )
+            done = subprocess.run([command, *args], capture_output=True, text=True, timeout=60)
+            assert done.returncode == code and said in done.stderr, done.stderr
+            assert "Traceback" not in done.stderr and "serving MCP" not in done.stderr
