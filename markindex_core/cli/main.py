@@ -7,6 +7,7 @@ import errno
 import json
 import sys
 from collections.abc import Callable, Sequence
+from typing import NoReturn
 
 import apsw
 
@@ -29,10 +30,19 @@ EPILOG = "Every command takes --db FILE (default ROOT/.markindex/index.db) and -
 COMMAND_MODULES = (index, search, links, retrieve, evaluate, mcp, daemon, check, tui)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(json_errors: bool = False) -> argparse.ArgumentParser:
+    """The whole command line; with `json_errors`, a usage error is a JSON line on stderr too,
+    like every other error of a command run with --json."""
     from markindex_core import __version__
 
-    parser = argparse.ArgumentParser(
+    class Parser(argparse.ArgumentParser):  # sub-command parsers are made of the same class
+        def error(self, message: str) -> NoReturn:
+            if not json_errors:
+                super().error(message)
+            _error(message, f"see `{self.prog} --help`", True, "USAGE")
+            sys.exit(2)
+
+    parser = Parser(
         prog="markindex",
         description="Vectorless, structure-first retrieval over a folder of long Markdown documents.",
         epilog=EPILOG,
@@ -45,8 +55,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    words = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(json_errors="--json" in words)
+    args = parser.parse_args(words)
     func: Callable[[argparse.Namespace], int] = args.func
     from markindex_core.logs import setup_logging
 

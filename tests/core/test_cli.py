@@ -229,3 +229,23 @@ def test_db_that_is_a_fifo_is_refused_not_waited_on(tmp_path: Path, command: lis
     out = subprocess.run(args, capture_output=True, text=True, timeout=60)
     assert out.returncode == 1, out
     assert "not a regular file" in out.stderr + out.stdout and "Traceback" not in out.stderr
+
+
+def test_usage_errors_with_json_are_json(
+    lib: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A script that asks for --json reads a JSON error even when argparse refuses the call."""
+    root, db = lib
+    for argv in (
+        ["search", str(root), "q", "--db", str(db), "--json", "--limit", "0"],
+        ["tree", str(root), "a.md", "--db", str(db), "--json", "--depth", "abc"],
+        ["bogus", "--json"],
+    ):
+        with pytest.raises(SystemExit) as exit_info:
+            main(argv)
+        assert exit_info.value.code == 2
+        err = json.loads(capsys.readouterr().err)
+        assert err["code"] == "USAGE" and "--help" in err["hint"], err
+    with pytest.raises(SystemExit):
+        main(["search", str(root), "q", "--limit", "0"])
+    assert "usage: markindex search" in capsys.readouterr().err  # without --json: argparse's text
