@@ -14,6 +14,7 @@ import apsw
 from markindex_core.config import (
     DB_FILE_NAME,
     INDEX_DIR_NAME,
+    MARKDOWN_SUFFIXES,
     RETRIEVE_MAX_STEPS,
     SEARCH_DEFAULT_LIMIT,
 )
@@ -91,6 +92,12 @@ class Library:
         # The path as given, symlinks kept: a live index notices it leading elsewhere later.
         self.given_root = root.absolute()
         self.db_path = Path(db).expanduser().resolve() if db else default_db_path(self.root)
+        if self.db_path.suffix.lower() in MARKDOWN_SUFFIXES:
+            # Inside the library, every write of the index would look like an edited document.
+            raise InvalidArgument(
+                f"--db {self.db_path.name} names a Markdown file; the index is an SQLite file",
+                f"pass another name, e.g. --db {self.db_path.with_suffix('.db')}",
+            )
         self._local = threading.local()
         self._readers: list[_Reader] = []
         self._readers_lock = threading.Lock()

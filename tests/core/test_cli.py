@@ -249,3 +249,15 @@ def test_usage_errors_with_json_are_json(
     with pytest.raises(SystemExit):
         main(["search", str(root), "q", "--limit", "0"])
     assert "usage: markindex search" in capsys.readouterr().err  # without --json: argparse's text
+
+
+def test_an_index_named_like_a_markdown_file_is_refused(
+    lib: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """In the library, every write of it would be an edited document (a daemon reconciled
+    twenty times a second, for ever); nowhere is such a name an index."""
+    root, _ = lib
+    code, _, err = run(capsys, "index", str(root), "--db", str(root / "index.md"), "--json")
+    assert code == 1 and json.loads(err)["code"] == "INVALID_INPUT", err
+    assert "Markdown" in err and "index.db" in err
+    assert not (root / "index.md").exists()
