@@ -58,7 +58,7 @@ from markindex_core.index.workers import (
     load,
 )
 from markindex_core.index.writer import RunWriter
-from markindex_core.model import ParsedDocument, SkippedFile
+from markindex_core.model import DocumentRows, ParsedDocument, SkippedFile
 from markindex_core.store.db import DocState, Store
 from markindex_core.store.lock import WriterLock
 from markindex_core.store.rebuild import build_afresh, rebuild_beside
@@ -355,7 +355,7 @@ class Indexer:
         if not todo:
             return
         jobs = [Job(str(self.root), rel, self.params) for rel in todo]
-        batch: list[ParsedDocument] = []
+        batch: list[ParsedDocument | DocumentRows] = []
         batch_bytes = 0
         limit = BATCH_DOCS if len(todo) > BATCH_DOCS else 1
         # A thread writes while the workers' results are read.

@@ -14,8 +14,10 @@ import os
 import stat
 import time
 import urllib.parse
+from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from itertools import count, pairwise, repeat
 from pathlib import Path
 from typing import Any
 from unicodedata import normalize
@@ -32,7 +34,7 @@ from markindex_core.config import (
     WRITER_CACHE_KB,
 )
 from markindex_core.errors import IndexMissing, IndexUnusable, MarkindexError
-from markindex_core.model import ParsedDocument
+from markindex_core.model import DocumentRows, ParsedDocument
 from markindex_core.store.files import (
     fsync_dir,
     open_error,
@@ -416,7 +418,7 @@ class Store:
                 "UPDATE documents SET size=?, mtime_ns=? WHERE path=?", (size, mtime_ns, path)
             )
 
-    def write_documents(self, docs: Sequence[ParsedDocument]) -> None:
+    def write_documents(self, docs: Sequence[ParsedDocument | DocumentRows]) -> None:
         """Replace these documents, all in one transaction (never half a document)."""
         with self.conn:
             for doc in docs:
@@ -454,92 +456,81 @@ class Store:
             c.execute(f"DELETE FROM {table} WHERE doc_id=?", (doc_id,))
         c.execute("DELETE FROM documents WHERE id=?", (doc_id,))
 
-    def _insert(self, doc: ParsedDocument) -> None:
+    def _insert(self, doc: ParsedDocument | DocumentRows) -> None:
+        d = doc if isinstance(doc, DocumentRows) else doc.rows()
         c = self.conn
-        c.execute("DELETE FROM skipped WHERE path=?", (doc.path,))
-        folder = doc.path.rpartition("/")[0]
+        c.execute("DELETE FROM skipped WHERE path=?", (d.path,))
         c.execute(
             "INSERT INTO documents(path, folder, title, description, front_matter, hash, size,"
             " mtime_ns, tokens, line_count, encoding, warnings, indexed_at)"
             " VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (
-                doc.path,
-                folder,
-                doc.title,
-                doc.description,
-                json.dumps(doc.front_matter, ensure_ascii=False)
-                if doc.front_matter is not None
-                else None,
-                doc.content_hash,
-                doc.size,
-                doc.mtime_ns,
-                doc.tokens,
-                doc.line_count,
-                doc.encoding,
-                json.dumps(doc.warnings, ensure_ascii=False),
+                d.path,
+                d.path.rpartition("/")[0],
+                d.title,
+                d.description,
+                d.front_matter,
+                d.content_hash,
+                d.size,
+                d.mtime_ns,
+                d.tokens,
+                d.line_count,
+                d.encoding,
+                json.dumps(d.warnings, ensure_ascii=False),
                 time.time(),
             ),
         )
         doc_id = c.last_insert_rowid()
         # Row ids are given, not read back row by row, so each table takes one executemany: they
         # are the ids SQLite would pick (one more than the largest), the writer being alone.
+        # Rows are zipped from columns (in C), not built in Python.
         node_base = self._next_id("nodes")
+        n_nodes = len(d.nodes)
         c.executemany(
             "INSERT INTO nodes(id, doc_id, ordinal, node_id, parent_id, depth, kind, level, title,"
             " key_items, start_line, end_line, subtree_end, tokens, subtree_tokens, content_hash)"
             " VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            [
-                (
-                    node_base + ordinal,
-                    doc_id,
-                    ordinal,
-                    s.node_id,
-                    s.parent_id,
-                    s.depth,
-                    s.kind,
-                    s.level,
-                    s.title,
-                    json.dumps(s.key_items, ensure_ascii=False),
-                    s.start_line,
-                    s.end_line,
-                    s.subtree_end,
-                    s.tokens,
-                    s.subtree_tokens,
-                    s.content_hash,
-                )
-                for ordinal, s in enumerate(doc.sections)
-            ],
+            [(node_base + i, doc_id, i, *row) for i, row in enumerate(d.nodes)],
         )
+        # A node's body terms are its passages' terms joined; its passages are consecutive.
+        bounds = [bisect_left(d.passage_nodes, i) for i in range(n_nodes + 1)]
+        terms = d.passage_terms
         c.executemany(
-            "INSERT INTO node_fts(rowid, title, key_items, summary, body) VALUES(?,?,?,?,?)",
-            [
-                (node_base + ordinal, t_title, t_keys, "", t_body)
-                for ordinal, (t_title, t_keys, t_body) in enumerate(doc.section_terms)
-            ],
+            "INSERT INTO node_fts(rowid, title, key_items, summary, body) VALUES(?,?,?,'',?)",
+            zip(
+                range(node_base, node_base + n_nodes),
+                *zip(*d.node_terms, strict=True),
+                [b" ".join(terms[a:b]) for a, b in pairwise(bounds)],
+                strict=True,
+            )
+            if n_nodes
+            else (),
         )
-        context = _passage_contexts(doc)
+        context = _passage_contexts(d)
         passage_base = self._next_id("passages")
+        passage_ids = range(passage_base, passage_base + len(terms))
         c.executemany(
-            "INSERT INTO passages(id, node_rowid, doc_id, start_line, end_line) VALUES(?,?,?,?,?)",
-            [
-                (passage_base + k, node_base + p.node_index, doc_id, p.start_line, p.end_line)
-                for k, p in enumerate(doc.passages)
-            ],
+            "INSERT INTO passages(id, node_rowid, doc_id, start_line, end_line) VALUES(?,?+?,?,?,?)",
+            zip(
+                passage_ids,
+                repeat(node_base),
+                d.passage_nodes,
+                repeat(doc_id),
+                d.passage_starts,
+                d.passage_ends,
+            ),
         )
         c.executemany(
             "INSERT INTO passage_fts(rowid, context, body) VALUES(?, ?, ?)",
-            [
-                (passage_base + k, context[p.node_index], p.terms)
-                for k, p in enumerate(doc.passages)
-            ],
+            zip(passage_ids, map(context.__getitem__, d.passage_nodes), terms, strict=True),
         )
         c.executemany(  # UTF-8 bytes, cast: stored as TEXT, as readers expect
             "INSERT INTO line_blocks(doc_id, block, text) VALUES(?,?,CAST(? AS TEXT))",
-            [(doc_id, b, text) for b, text in enumerate(doc.line_blocks)],
+            zip(repeat(doc_id), count(), d.line_blocks),
         )
         c.executemany(
             "INSERT INTO links(doc_id, line, target, anchor) VALUES(?,?,?,?)",
-            ((doc_id, line, target, anchor) for line, target, anchor in doc.links),
+            ((doc_id, line, target, anchor) for line, target, anchor in d.links),
         )
 
     def _next_id(self, table: str) -> int:
@@ -772,14 +763,11 @@ class Store:
         return None if row is None else row[0]
 
 
-def _passage_contexts(doc: ParsedDocument) -> list[str]:
+def _passage_contexts(d: DocumentRows) -> list[str]:
     """Per node, the title path a passage is found under: the headings a reader sees above it."""
     context: list[str] = []
-    index_of = {s.node_id: i for i, s in enumerate(doc.sections)}
-    for s in doc.sections:
-        parent = index_of.get(s.parent_id) if s.parent_id else None
-        own = doc.section_terms[index_of[s.node_id]][0]
-        context.append(f"{context[parent]} {own}" if parent is not None else own)
+    for parent, (own, _) in zip(d.node_parents, d.node_terms, strict=True):
+        context.append(f"{context[parent]} {own}" if parent >= 0 else own)
     return context
 
 

@@ -22,7 +22,7 @@ from markindex_core.config import WORKER_NICE, TreeParams
 from markindex_core.index import workers
 from markindex_core.index.document import build_document
 from markindex_core.index.indexer import Indexer, open_for_writing
-from markindex_core.index.workers import Job, WorkerPool, load, pack, unpack
+from markindex_core.index.workers import Job, WorkerPool, load, pack
 from markindex_core.index.writer import RunWriter
 from markindex_core.model import ParsedDocument, SkippedFile
 from markindex_core.store.db import Store
@@ -52,9 +52,9 @@ def _docs() -> list[ParsedDocument]:
 
 def test_packed_documents_arrive_equal() -> None:
     for doc in _docs():
-        assert unpack(pickle.loads(pickle.dumps(pack(doc)))) == doc
+        assert pickle.loads(pickle.dumps(pack(doc))) == doc.rows()
     skipped = SkippedFile("x.md", "binary")
-    assert unpack(pickle.loads(pickle.dumps(pack(skipped)))) == skipped
+    assert pickle.loads(pickle.dumps(pack(skipped))) == skipped
 
 
 def test_worker_results_equal_in_process_results(tmp_path: Path) -> None:
@@ -68,7 +68,7 @@ def test_worker_results_equal_in_process_results(tmp_path: Path) -> None:
     by_rel = {getattr(r, "path", ""): r for r in pool.results(jobs)}
     assert len(by_rel) == len(jobs)
     for job in jobs:
-        assert by_rel[job.rel] == load(job)
+        assert by_rel[job.rel] == pack(load(job))
 
 
 def test_a_workers_start_up_is_not_counted_against_its_first_documents_deadline(
@@ -82,7 +82,7 @@ def test_a_workers_start_up_is_not_counted_against_its_first_documents_deadline(
     pool = WorkerPool(1, 0.05)
     pool.start()
     results = list(pool.results(jobs))
-    assert [type(r).__name__ for r in results] == ["ParsedDocument"], results
+    assert [type(r).__name__ for r in results] == ["DocumentRows"], results
 
 
 @settings(max_examples=300, deadline=None)
