@@ -11,6 +11,7 @@ from markindex_core.index.reading import content_hash
 from markindex_core.index.tree import build_sections
 from markindex_core.model import ParsedDocument, Passage, Section, SkippedFile
 from markindex_core.text import segment
+from markindex_core.text.tokens import LineTokens
 
 
 def build_document(
@@ -26,8 +27,9 @@ def build_document(
     parsed.block_starts = sorted(set(parsed.block_starts))
     fm = parsed.front_matter
     title = _title(fm, parsed, rel_path, lines)
-    sections = build_sections(lines, parsed, title, params)
-    passages = cut_passages(sections, lines, parsed.block_starts, parsed.front_matter_end)
+    tokens = LineTokens(lines)  # shared: the tree and the passages measure the same lines
+    sections = build_sections(lines, parsed, title, params, line_tokens=tokens)
+    passages = cut_passages(sections, lines, parsed.block_starts, parsed.front_matter_end, tokens)
     section_terms = [
         _section_terms(s, passages_of, lines) for s, passages_of in _group(sections, passages)
     ]

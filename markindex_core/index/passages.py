@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import re
 from bisect import bisect_left, bisect_right
+from collections.abc import Callable
 
 from markindex_core.config import (
     GROUP_MAX_TOKENS,
@@ -20,16 +21,22 @@ from markindex_core.config import (
 from markindex_core.model import Passage, Section
 from markindex_core.text import segment
 from markindex_core.text.patterns import LAW_ARTICLE
-from markindex_core.text.tokens import estimate_tokens
+from markindex_core.text.tokens import LineTokens
 
 _LIST_ITEM = re.compile(r"^\s{0,3}(?:[-*+]|\d{1,9}[.)])\s")
 _HEADING = re.compile(r"^\s{0,3}#{1,6}(?:\s|$)")
 
 
 def cut_passages(
-    sections: list[Section], lines: list[str], block_starts: list[int], front_matter_end: int
+    sections: list[Section],
+    lines: list[str],
+    block_starts: list[int],
+    front_matter_end: int,
+    tokens: LineTokens | None = None,
 ) -> list[Passage]:
-    """Passages of every node's own body (1-based inclusive ranges), in document order."""
+    """Passages of every node's own body (1-based inclusive ranges), in document order.
+    `tokens` measures `lines` (made here when the caller has none to share)."""
+    span = (tokens or LineTokens(lines)).span
     out: list[Passage] = []
     for idx, sec in enumerate(sections):
         a = max(sec.body_start - 1, front_matter_end if sec.start_line == 1 else 0)
@@ -38,8 +45,8 @@ def cut_passages(
             continue
         lo, hi = bisect_right(block_starts, a), bisect_left(block_starts, b)
         blocks = [_trim(lines, x, y) for x, y in itertools.pairwise([a, *block_starts[lo:hi], b])]
-        for x, y, tokens in _group([blk for blk in blocks if blk[0] < blk[1]], lines):
-            out.extend(_cut_long(idx, lines, x, y, tokens))
+        for x, y, n in _group([blk for blk in blocks if blk[0] < blk[1]], lines, span):
+            out.extend(_cut_long(idx, lines, x, y, n, span))
     return out
 
 
@@ -51,7 +58,9 @@ def _trim(lines: list[str], x: int, y: int) -> tuple[int, int]:
     return x, y
 
 
-def _group(blocks: list[tuple[int, int]], lines: list[str]) -> list[tuple[int, int, int]]:
+def _group(
+    blocks: list[tuple[int, int]], lines: list[str], span: Callable[[int, int], int]
+) -> list[tuple[int, int, int]]:
     """Join blocks into reader-shaped groups: (first line, end line, estimated tokens)."""
     groups: list[tuple[int, int, int]] = []
     cur: tuple[int, int] | None = None
@@ -59,7 +68,7 @@ def _group(blocks: list[tuple[int, int]], lines: list[str]) -> list[tuple[int, i
     cur_article = cur_leadin = False
     for x, y in blocks:
         first = lines[x]
-        tokens = estimate_tokens("\n".join(lines[x:y]))
+        tokens = span(x, y)
         # An article heading holds a 第: the regex runs only on the few lines that have one.
         article = "第" in first and LAW_ARTICLE.match(first) is not None
         if cur is not None:
@@ -91,13 +100,15 @@ def _group(blocks: list[tuple[int, int]], lines: list[str]) -> list[tuple[int, i
     return groups
 
 
-def _cut_long(idx: int, lines: list[str], a: int, b: int, tokens: int) -> list[Passage]:
+def _cut_long(
+    idx: int, lines: list[str], a: int, b: int, tokens: int, span: Callable[[int, int], int]
+) -> list[Passage]:
     if b - a == 1 or tokens <= PASSAGE_MAX_TOKENS:
         return [_passage(idx, lines, a, b)]
     out: list[Passage] = []
     start, acc = a, 0
     for i in range(a, b):
-        t = estimate_tokens(lines[i]) + 1
+        t = span(i, i + 1) + 1
         if acc and acc + t > PASSAGE_MAX_TOKENS:
             out.append(_passage(idx, lines, start, i))
             start, acc = i, 0

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 from bisect import bisect_left, bisect_right
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import xxhash
@@ -15,7 +16,9 @@ import xxhash
 from markindex_core.config import TreeParams
 from markindex_core.index.markdown import ParsedMarkdown
 from markindex_core.model import Section
-from markindex_core.text.tokens import TokenCounter, estimate_tokens
+from markindex_core.text.tokens import LineTokens, TokenCounter
+
+Span = Callable[[int, int], int]  # tokens of lines [a, b) joined by newlines
 
 
 @dataclass
@@ -41,9 +44,13 @@ def build_sections(
     parsed: ParsedMarkdown,
     doc_title: str,
     params: TreeParams,
-    count_tokens: TokenCounter = estimate_tokens,
+    count_tokens: TokenCounter | None = None,
+    line_tokens: LineTokens | None = None,
 ) -> list[Section]:
-    """Return the document's nodes in pre-order; their own ranges partition every line."""
+    """Return the document's nodes in pre-order; their own ranges partition every line.
+
+    Tokens are counted by `count_tokens` when one is given, else estimated (`estimate_tokens`)
+    through `line_tokens`, made here when the caller has none to share."""
     n = len(lines)
     if n == 0:
         return []
@@ -62,8 +69,16 @@ def build_sections(
     def text(a: int, b: int) -> str:
         return "\n".join(lines[a:b])
 
+    if count_tokens is None:
+        span = (line_tokens or LineTokens(lines)).span
+    else:
+        counter = count_tokens
+
+        def span(a: int, b: int) -> int:
+            return counter(text(a, b))
+
     def measure(v: _Raw) -> None:
-        v.own_tokens = count_tokens(text(max(v.start, fm_end), v.own_end))
+        v.own_tokens = span(max(v.start, fm_end), v.own_end)
         for c in v.children:
             measure(c)
 
@@ -80,7 +95,7 @@ def build_sections(
     else:
         top = [root]
     for v in top:
-        _split_large(v, parsed.block_starts, params.max_node_tokens, text, count_tokens)
+        _split_large(v, parsed.block_starts, params.max_node_tokens, span)
 
     out: list[Section] = []
     _emit(top, None, "", 0, out, text)
@@ -115,18 +130,15 @@ def _collect_titles(nodes: list[_Raw], out: list[str]) -> None:
         _collect_titles(c.children, out)
 
 
-def _split_large(
-    v: _Raw, block_starts: list[int], limit: int, text: object, count: TokenCounter
-) -> None:
+def _split_large(v: _Raw, block_starts: list[int], limit: int, span: Span) -> None:
     for c in v.children:
-        _split_large(c, block_starts, limit, text, count)
+        _split_large(c, block_starts, limit, span)
     if v.own_tokens <= limit:
         return
-    assert callable(text)
     cuts = _block_cuts(v.body_start, v.own_end, block_starts)
-    pieces = [(a, b, count(text(a, b))) for a, b in itertools.pairwise(cuts) if a < b]
+    pieces = [(a, b, span(a, b)) for a, b in itertools.pairwise(cuts) if a < b]
     groups: list[tuple[int, int, int]] = []
-    cur_a, cur_b, cur_t = v.start, v.body_start, count(text(v.start, v.body_start))
+    cur_a, cur_b, cur_t = v.start, v.body_start, span(v.start, v.body_start)
     for a, b, t in pieces:
         if cur_t + t <= limit:
             cur_b, cur_t = b, cur_t + t
@@ -134,7 +146,7 @@ def _split_large(
         if cur_b > cur_a:  # an untitled node may start with nothing of its own yet
             groups.append((cur_a, cur_b, cur_t))
         if t > limit:  # a single block larger than a node: split it by lines
-            *whole, (cur_a, cur_b, cur_t) = _split_lines(a, b, limit, text, count)
+            *whole, (cur_a, cur_b, cur_t) = _split_lines(a, b, limit, span)
             groups.extend(whole)
         else:
             cur_a, cur_b, cur_t = a, b, t
@@ -156,14 +168,11 @@ def _block_cuts(a: int, b: int, block_starts: list[int]) -> list[int]:
     return [a, *block_starts[lo:hi], b]
 
 
-def _split_lines(
-    a: int, b: int, limit: int, text: object, count: TokenCounter
-) -> list[tuple[int, int, int]]:
-    assert callable(text)
+def _split_lines(a: int, b: int, limit: int, span: Span) -> list[tuple[int, int, int]]:
     out: list[tuple[int, int, int]] = []
     start, acc = a, 0
     for i in range(a, b):
-        t = count(text(i, i + 1)) + 1
+        t = span(i, i + 1) + 1
         if acc and acc + t > limit:
             out.append((start, i, acc))
             start, acc = i, 0

@@ -27,7 +27,7 @@ from markindex_core.index.writer import RunWriter
 from markindex_core.model import ParsedDocument, SkippedFile
 from markindex_core.store.db import Store
 from markindex_core.text import segment
-from markindex_core.text.tokens import estimate_tokens
+from markindex_core.text.tokens import LineTokens, estimate_tokens
 
 from .helpers import make_library, write
 
@@ -356,3 +356,12 @@ def test_parse_workers_yield_the_cpu_to_the_writing_process() -> None:
             time.sleep(0.02)
     finally:
         pool.stop()
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_MIXED.map(lambda s: s.replace("\n", " ")), max_size=6))
+def test_line_tokens_equal_estimate_tokens(lines: list[str]) -> None:
+    spans = LineTokens(lines)
+    for a in range(len(lines) + 1):
+        for b in range(a, len(lines) + 1):
+            assert spans.span(a, b) == estimate_tokens("\n".join(lines[a:b]))
