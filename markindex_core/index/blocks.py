@@ -90,6 +90,9 @@ def _indent(line: str) -> tuple[int, int]:
     """(characters of leading space/tab, columns with tabs expanded to multiples of 4)."""
     if not line.startswith((" ", "\t")):  # most lines: no loop
         return 0, 0
+    pos = len(line) - len(line.lstrip(" \t"))
+    if "\t" not in line[:pos]:  # spaces only: counted in C
+        return pos, pos
     col = 0
     for pos, ch in enumerate(line):
         if ch == " ":
