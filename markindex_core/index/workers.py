@@ -15,6 +15,7 @@ or is abandoned (the consumer stops iterating), every worker is stopped and reap
 from __future__ import annotations
 
 import ctypes
+import gc
 import hashlib
 import importlib
 import os
@@ -168,6 +169,9 @@ def serve_fd(fd: int) -> None:
     parent closes its end."""
     _worker_init()
     importlib.import_module("markindex_core.index.document")  # before Ready: the deadline
+    # What the imports made lives as long as the worker: frozen, the cyclic collector no longer
+    # walks it in every older-generation collection that parsing triggers.
+    gc.freeze()
     sock = socket.socket(fileno=fd)
     try:
         _send(sock, _Ready(CODE_TOKEN))
