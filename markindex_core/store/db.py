@@ -23,7 +23,6 @@ from typing import Any
 from unicodedata import normalize
 
 import apsw
-import apsw.bestpractice
 
 from markindex_core.config import (
     BUSY_TIMEOUT_MS,
@@ -251,7 +250,10 @@ def _prepare(conn: apsw.Connection, db_path: Path, readonly: bool) -> None:
     # Readers keep more pages: a query walks the FTS b-trees of every query word. The writer mostly
     # appends (and FTS5 holds its own pending terms), so a big cache would only grow its memory.
     conn.pragma("cache_size", -(READER_CACHE_KB if readonly else WRITER_CACHE_KB))
-    apsw.bestpractice.connection_dqs(conn)
+    # Double quotes name identifiers only, never strings (apsw.bestpractice.connection_dqs, set
+    # here: importing apsw.bestpractice loads apsw.ext and ~40 modules, ~20 ms in every process).
+    conn.config(apsw.SQLITE_DBCONFIG_DQS_DML, 0)
+    conn.config(apsw.SQLITE_DBCONFIG_DQS_DDL, 0)
     if not readonly:
         _migrate(conn)
         return

@@ -499,6 +499,7 @@ _NOBODY_SCRIPT = """
     from pathlib import Path
     import yaml  # imported now: after dropping privileges the interpreter's files may be closed
     from markindex_core.index.indexer import Indexer, open_for_writing
+    import markindex_core.index.document  # the parse stack, with the stdlib modules it loads
     from markindex_core.text import segment
 
     segment.warm()
