@@ -480,7 +480,12 @@ def test_the_idle_merge_runs_in_steps_and_the_heartbeat_goes_on(tmp_path: Path) 
         text = doc.read_text(encoding="utf-8")
         for i in range(4):  # separate saves: a write, and segments, each
             doc.write_text(text + f"\nrevision{i} here\n", encoding="utf-8")
-            wait_for(lambda i=i: "doc1.md" in find(db, root, f"revision{i}") or None, 15)
+            word = f"revision{i}"
+
+            def indexed(word: str = word) -> bool | None:
+                return "doc1.md" in find(db, root, word) or None
+
+            wait_for(indexed, 15)
         assert pending() > 0
         beats = []
 

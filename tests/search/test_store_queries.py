@@ -73,7 +73,7 @@ def test_typed_rows_match_the_dict_readers(indexed_sample: Library) -> None:
 
 def _counted(lib: Library) -> tuple[int, int]:
     conn = lib.store.conn
-    exact = int(conn.execute("SELECT count(*) FROM passages").fetchone()[0])
+    exact = int(lib.store.scalar("SELECT count(*) FROM passages"))
     assert fts_row_count(conn, "passage_fts") == SearchQueries(conn).passage_count()
     return SearchQueries(conn).passage_count(), exact
 
