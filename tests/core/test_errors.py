@@ -281,8 +281,14 @@ def test_a_database_of_another_program_is_never_changed(tmp_path: Path, version:
     text = note.read_bytes()
     code, err = markindex("index", str(root), "--db", str(note))
     line = one_clear_line(err)
+    assert code == 1 and "names a Markdown file" in line, line  # refused by its name first
+    assert note.read_bytes() == text
+    plain = tmp_path / "notes.txt"
+    plain.write_text("not a database\n", encoding="utf-8")
+    code, err = markindex("index", str(root), "--db", str(plain))
+    line = one_clear_line(err)
     assert code == 1 and "is not an index (not an SQLite database at all)" in line, line
-    assert "delete" not in line and note.read_bytes() == text
+    assert "delete" not in line and plain.read_text(encoding="utf-8") == "not a database\n"
 
 
 def test_a_damaged_index_or_a_refused_path_is_one_clear_line(tmp_path: Path) -> None:
