@@ -57,11 +57,14 @@ def cmd_search(args: argparse.Namespace) -> int:
         if found is None:
             raise unknown_document(lib.store, doc)
         doc = str(found["path"])  # as stored (its Unicode normalization may differ)
-    if folder and not lib.store.count_documents(folder):
-        raise LibraryNotFound(
-            f"no folder {folder!r} with documents in this library",
-            "check the folder's path relative to ROOT, or search without --folder",
-        )
+    if folder:
+        stored = lib.store.lookup_folder(folder)  # its Unicode normalization may differ
+        if stored is None:
+            raise LibraryNotFound(
+                f"no folder {folder!r} with documents in this library",
+                "check the folder's path relative to ROOT, or search without --folder",
+            )
+        folder = stored
     result = lib.search(args.query, folder=folder, doc_path=doc, limit=args.limit)
     from markindex_core.serve.status import daemon_states, daemon_warning
 

@@ -607,6 +607,17 @@ class Store:
     def document_paths(self) -> list[str]:
         return [str(r[0]) for r in self.conn.execute("SELECT path FROM documents ORDER BY path")]
 
+    def lookup_folder(self, folder: str) -> str | None:
+        """The folder a person or an agent means by `folder`, as the index spells it: that
+        name, else the same name in the other Unicode normalization (see `lookup_document`);
+        None when no document lies below any of them."""
+        forms = [folder]
+        if not folder.isascii():
+            forms += [
+                f for f in (normalize("NFC", folder), normalize("NFD", folder)) if f != folder
+            ]
+        return next((form for form in forms if self.count_documents(form)), None)
+
     def count_documents(self, folder_prefix: str = "") -> int:
         if not folder_prefix:
             return int(self.scalar("SELECT count(*) FROM documents"))

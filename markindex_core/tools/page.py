@@ -91,8 +91,9 @@ def find_document(store: Store, raw: str, field: str = "doc_path") -> dict[str, 
 
 def check_folder(store: Store, raw: str, field: str = "folder") -> str:
     folder = library_path(raw, field, folder=True)
-    if not folder or store.count_documents(folder):
-        return folder
+    found = store.lookup_folder(folder) if folder else folder
+    if found is not None:
+        return found  # as stored: `dossier-é` typed in NFC finds the NFD folder macOS made
     if store.document(folder) is not None:
         raise ToolFailure(
             "NOT_FOUND",

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -435,3 +437,43 @@ def test_a_name_in_the_other_unicode_normalization_finds_the_document(tmp_path: 
     found = ok(lib, "search_documents", {"query": "espresso", "doc_path": typed})
     assert found["count"] == 1 and found["scope"]["doc_path"] == stored
     assert lib.document(typed) is not None and lib.outline(typed)
+
+
+def test_a_folder_in_the_other_unicode_normalization_is_that_folder(tmp_path: Path) -> None:
+    """A folder named on macOS is browsed and searched by the name as one types it: through
+    the tools and `markindex search --folder`."""
+    import unicodedata
+
+    root = tmp_path / "lib"
+    stored = unicodedata.normalize("NFD", "dossier-é")
+    (root / stored).mkdir(parents=True)
+    (root / stored / "notes.md").write_text("# Notes\n\nespresso notes\n", encoding="utf-8")
+    (root / "other.md").write_text("# Other\n\nespresso elsewhere\n", encoding="utf-8")
+    lib = Library(root, tmp_path / "index.db")
+    lib.index()
+    typed = unicodedata.normalize("NFC", stored)
+    assert typed != stored
+    assert ok(lib, "browse_documents", {"folder": typed})["documents_below"] == 1
+    found = ok(lib, "search_documents", {"query": "espresso", "folder": typed})
+    assert found["count"] == 1 and found["results"][0]["doc_path"] == f"{stored}/notes.md"
+    cli = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "markindex_core",
+            "search",
+            str(root),
+            "espresso",
+            "--db",
+            str(tmp_path / "index.db"),
+            "--folder",
+            typed,
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert cli.returncode == 0, cli.stderr
+    assert [h["doc_path"] for h in json.loads(cli.stdout)["hits"]] == [f"{stored}/notes.md"]
+    lib.close()
