@@ -587,10 +587,7 @@ class Store:
         """The document a person or an agent means by `path`: its exact name first, then the
         same name in the other Unicode normalization (`café` typed as one character, stored as
         `e` plus an accent, as macOS file systems write names)."""
-        forms = [path]
-        if not path.isascii():
-            forms += [f for f in (normalize("NFC", path), normalize("NFD", path)) if f != path]
-        for form in forms:
+        for form in _spellings(path):
             row = self.document_row(form)
             if row is not None:
                 return row.to_dict()
@@ -611,12 +608,7 @@ class Store:
         """The folder a person or an agent means by `folder`, as the index spells it: that
         name, else the same name in the other Unicode normalization (see `lookup_document`);
         None when no document lies below any of them."""
-        forms = [folder]
-        if not folder.isascii():
-            forms += [
-                f for f in (normalize("NFC", folder), normalize("NFD", folder)) if f != folder
-            ]
-        return next((form for form in forms if self.count_documents(form)), None)
+        return next((form for form in _spellings(folder) if self.count_documents(form)), None)
 
     def count_documents(self, folder_prefix: str = "") -> int:
         if not folder_prefix:
@@ -774,6 +766,15 @@ class Store:
         """First column of the first row (None when there is no row)."""
         row = self.conn.execute(sql, args).fetchone()
         return None if row is None else row[0]
+
+
+def _spellings(name: str) -> list[str]:
+    """`name`, then the same name in the other Unicode normalizations (NFC, NFD) when they
+    differ: how a name typed on one system finds one a file system stored another way."""
+    forms = [name]
+    if not name.isascii():
+        forms += [f for f in (normalize("NFC", name), normalize("NFD", name)) if f not in forms]
+    return forms
 
 
 def _passage_contexts(d: DocumentRows) -> list[str]:
