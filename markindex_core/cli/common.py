@@ -101,3 +101,14 @@ def library_relative(path: str | None) -> str | None:
     """A document or folder as the index names it: `./guides/` is `guides`, `.` is the whole
     library (every command takes a path the way `search --doc` and the tools do)."""
     return None if path is None else "/".join(p for p in path.split("/") if p not in ("", "."))
+
+
+def find_document(lib: Library, raw: str) -> dict[str, Any]:
+    """The document DOC names (`./a.md`, or the other Unicode normalization, finds it), or
+    NOT_FOUND with similar paths: what `tree` and `links` look a DOC up with."""
+    from markindex_core.store.suggest import unknown_document
+
+    doc = lib.document(library_relative(raw) or raw)
+    if doc is None:
+        raise unknown_document(lib.store, raw)
+    return doc

@@ -12,7 +12,7 @@ from markindex_core.cli.common import (
     add_model_server_args,
     console,
     emit_json,
-    library_relative,
+    find_document,
     open_library,
 )
 from markindex_core.config import CLI_PROGRESS_PATH_CHARS, SUMMARY_CONCURRENCY
@@ -238,12 +238,9 @@ def _print_summaries(out: Console, err: Console, hook: Summarizer) -> None:
 
 def cmd_tree(args: argparse.Namespace) -> int:
     from markindex_core.store.outline import nest
-    from markindex_core.store.suggest import unknown_document
 
     lib = open_library(args)
-    doc = lib.document(library_relative(args.doc) or args.doc)
-    if doc is None:
-        raise unknown_document(lib.store, args.doc)
+    doc = find_document(lib, args.doc)
     outline = nest(lib.store.nodes(doc["id"]), depth=args.depth)
     if args.json:
         emit_json(

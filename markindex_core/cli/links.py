@@ -10,6 +10,7 @@ from markindex_core.cli.common import (
     add_library_args,
     console,
     emit_json,
+    find_document,
     library_relative,
     open_library,
 )
@@ -48,13 +49,9 @@ def _cell(value: str | None) -> Text:
 
 
 def cmd_links(args: argparse.Namespace) -> int:
-    from markindex_core.store.suggest import unknown_document
-
     lib = open_library(args)
     if args.doc:
-        doc = lib.document(library_relative(args.doc) or args.doc)
-        if doc is None:
-            raise unknown_document(lib.store, args.doc)
+        doc = find_document(lib, args.doc)
         rows = lib.store.links_from(doc["id"])
         data: dict[str, Any] = {"path": doc["path"], "links": rows}
     else:
