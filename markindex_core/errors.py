@@ -37,6 +37,12 @@ class InvalidArgument(MarkindexError):
     code = "INVALID_INPUT"
 
 
+class OtherLibrary(MarkindexError):
+    """The index file holds another library: writing this one into it would remove that one's."""
+
+    code = "OTHER_LIBRARY"
+
+
 class DiskFull(MarkindexError):
     """The disk (or a file size limit) left no room to write the index."""
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import os
+import shlex
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -22,6 +23,7 @@ from markindex_core.errors import (
     InvalidArgument,
     LibraryNotFound,
     MarkindexError,
+    OtherLibrary,
     ReadOnlyLibrary,
 )
 from markindex_core.store.db import Store
@@ -171,17 +173,42 @@ class Library:
 
     def remembered_setext(self) -> bool | None:
         """The setext choice the old index remembers, when it can still be read."""
+        stored = self._stored_meta("setext")
+        return None if stored is None else stored != "0"
+
+    def check_owner(self) -> None:
+        """Refuse to write this library into an index that holds another one.
+
+        `index B --db a.db` would otherwise remove every document of library A from it without
+        a word. The index may follow its library when the recorded folder is gone (the library
+        was moved) or when the index lives inside this folder (a copied library brings its own).
+        """
+        if not self.db_path.exists():
+            return
+        owner = self._stored_meta("root")
+        if owner is None or owner == str(self.root) or self.db_path.is_relative_to(self.root):
+            return
+        if not Path(owner).is_dir():
+            return
+        raise OtherLibrary(
+            f"{self.db_path} is the index of the library {owner}, not of {self.root}",
+            "pass another --db for this library, or replace that index with this library's:"
+            f" markindex index {shlex.quote(str(self.root))} --db"
+            f" {shlex.quote(str(self.db_path))} --rebuild",
+        )
+
+    def _stored_meta(self, key: str) -> str | None:
+        """One value of the existing index's meta table, when the index can still be read."""
         try:
             store = Store(self.db_path, readonly=True)
         except MarkindexError:
             return None
         try:
-            stored = store.get_meta("setext")
+            return store.get_meta(key)
         except apsw.Error:
             return None
         finally:
             store.close()
-        return None if stored is None else stored != "0"
 
     def _rebuild(
         self,
@@ -228,6 +255,7 @@ class Library:
         from markindex_core.index.indexer import Indexer, open_for_writing
 
         self.ensure_db_dir()
+        self.check_owner()
         existed = self.db_path.exists()
         try:
             store, lock = open_for_writing(self.db_path)

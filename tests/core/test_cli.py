@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -261,3 +262,34 @@ def test_an_index_named_like_a_markdown_file_is_refused(
     assert code == 1 and json.loads(err)["code"] == "INVALID_INPUT", err
     assert "Markdown" in err and "index.db" in err
     assert not (root / "index.md").exists()
+
+
+def test_an_index_of_another_library_is_not_overwritten(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`index B --db a.db` used to remove every document of A without a word. It is refused
+    (index and daemon alike) and the index is left whole; --rebuild replaces it on purpose, and
+    an index whose library was moved, or that lives inside the library, follows it."""
+    a = make_library(tmp_path / "a", 3)
+    b = make_library(tmp_path / "b", 2)
+    db = tmp_path / "a.db"
+    assert run(capsys, "index", str(a), "--db", str(db))[0] == 0
+    for command, *flags in (["index"], ["daemon", "--no-mcp"]):
+        code, _, err = run(capsys, command, str(b), "--db", str(db), "--json", *flags)
+        error = json.loads(err)
+        assert code == 1 and error["code"] == "OTHER_LIBRARY", err
+        assert str(a) in error["error"] and "--rebuild" in error["hint"]
+    code, out, _ = run(capsys, "index", str(a), "--db", str(db), "--json")
+    assert code == 0 and json.loads(out)["unchanged"] == 3  # nothing of A was removed
+
+    assert run(capsys, "index", str(b), "--db", str(db), "--rebuild")[0] == 0
+    moved = b.rename(tmp_path / "b-moved")
+    code, out, _ = run(capsys, "index", str(moved), "--db", str(db), "--json")
+    assert code == 0 and json.loads(out)["unchanged"] == 2 and json.loads(out)["removed"] == []
+
+    copy = tmp_path / "a-copy"
+    shutil.copytree(a, copy)
+    inside = copy / ".markindex" / "index.db"
+    assert run(capsys, "index", str(a), "--db", str(inside))[0] == 0  # recorded as A's
+    code, out, _ = run(capsys, "index", str(copy), "--json")  # its own index, inside it
+    assert code == 0 and json.loads(out)["unchanged"] == 3
