@@ -61,7 +61,7 @@ from markindex_core.index.writer import RunWriter
 from markindex_core.model import DocumentRows, ParsedDocument, SkippedFile
 from markindex_core.store.db import DocState, Store
 from markindex_core.store.lock import WriterLock
-from markindex_core.store.rebuild import build_afresh, rebuild_beside
+from markindex_core.store.rebuild import build_afresh, discard_leftover, rebuild_beside
 from markindex_core.text import segment
 
 Progress = Callable[[int, int, str], None]
@@ -489,6 +489,7 @@ def open_for_writing(db_path: Path) -> tuple[Store, WriterLock]:
     lock = WriterLock(db_path)
     lock.acquire()
     try:
+        discard_leftover(db_path)
         return Store(db_path), lock
     except Exception:
         lock.release()

@@ -101,6 +101,7 @@ from markindex_core.store.db import Store
 from markindex_core.store.files import rebuild_path
 from markindex_core.store.integrity import check_index
 from markindex_core.store.lock import WriterLock
+from markindex_core.store.rebuild import discard_leftover
 
 __all__ = ["Daemon", "DaemonStopped", "read_status", "run_daemon"]
 
@@ -972,6 +973,7 @@ class Daemon:
     def _open_writer(self) -> None:
         if self._damaged.is_set():  # never opened again: the next reconcile rebuilds it
             return
+        discard_leftover(self.lib.db_path)
         self._store = _LiveStore(self.lib.db_path)
         self._indexer = _LiveIndexer(
             self.lib.root,

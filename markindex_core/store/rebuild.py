@@ -9,8 +9,8 @@ The WAL side files belong to a database *file*, not to its name: a stale `index.
 new file would be replayed into it. So the new file is checkpointed and closed by its only
 connection (SQLite then deletes its -wal and -shm), the old file is checkpointed, and the old side
 files are removed before the rename. A crash at any point leaves the old index (the rename is
-atomic) and a stale `.rebuild` file, which the next rebuild deletes before it starts. The caller holds
-the writer lock throughout. The new file starts with the old file's summary cache.
+atomic) and a stale `.rebuild` file, which the next writer deletes once it holds the lock
+(`discard_leftover`). The caller holds the writer lock throughout. The new file starts with the old file's summary cache.
 """
 
 from __future__ import annotations
@@ -28,6 +28,13 @@ from markindex_core.store.files import fsync_dir, rebuild_path, remove_db_files
 from markindex_core.store.summaries import copy_cache
 
 _OLD_CHECKPOINT_WAIT_MS = 1_000  # readers of the old index may delay its last checkpoint this long
+
+
+def discard_leftover(live: Path) -> None:
+    """Delete the `.rebuild` file a killed rebuild left beside `live` (as large as the index).
+
+    Only the writer-lock holder rebuilds, so a holder that finds one knows it is nobody's."""
+    remove_db_files(rebuild_path(live))
 
 
 @contextmanager

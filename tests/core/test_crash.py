@@ -210,3 +210,18 @@ def _state(pid: int) -> str:
         return Path(f"/proc/{pid}/stat").read_text(encoding="utf-8").rsplit(")", 1)[1].split()[0]
     except (OSError, IndexError):
         return "Z"
+
+
+def test_a_killed_rebuilds_file_is_deleted_by_the_next_writer(tmp_path: Path) -> None:
+    """A rebuild killed mid-way leaves `index.db.rebuild` (as large as the index). It used to stay
+    until the next full rebuild; the next writer to hold the lock deletes it."""
+    root = make_library(tmp_path / "lib", 3)
+    db = tmp_path / "db" / "index.db"
+    subprocess.run(index_cmd(root, db), cwd=REPO_ROOT, check=True, capture_output=True)
+    leftovers = [db.with_name("index.db.rebuild"), db.with_name("index.db.rebuild-wal")]
+    for f in leftovers:
+        f.write_bytes(b"\0" * 4096)
+    done = subprocess.run(index_cmd(root, db), cwd=REPO_ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert '"unchanged": 3' in done.stdout  # an incremental run, not a rebuild
+    assert not [f for f in leftovers if f.exists()]
