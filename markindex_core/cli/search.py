@@ -21,6 +21,8 @@ def register(sub: Subparsers) -> None:
         help="keyword search (Chinese, English, mixed) with passage citations",
         description="BM25 search over section titles, merged headings and text. Prints "
         "the best passage of each matching section as a citation [doc_path, Lx-y].",
+        epilog="Exit status: 0 when something matched, 1 when nothing did (as grep; with "
+        "--json too, whose output then has no hits), 1 with one line on stderr for an error.",
     )
     add_library_args(p)
     p.add_argument("query", metavar="QUERY", help="words, a question, or an identifier")
@@ -72,7 +74,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     warning = daemon_warning(daemon_states(lib.db_path)[0])
     if args.json:
         emit_json({**result.to_json(), **({"warning": warning} if warning else {})})
-        return 0
+        return 0 if result.hits else 1
     import re
 
     from rich.table import Table
@@ -102,6 +104,10 @@ def cmd_search(args: argparse.Namespace) -> int:
             snippet.highlight_regex(words, style="bold yellow")
         cell.append_text(snippet)
         table.add_row(f"{hit.score:.2f}", cell)
-    out.print(table)
-    out.print(f"[dim]{len(result.hits)} results, {result.mode}, {result.elapsed_ms:.1f} ms[/]")
+    if result.hits:  # an empty table says nothing the line below does not
+        out.print(table)
+    n = len(result.hits)
+    out.print(
+        f"[dim]{n} result{'' if n == 1 else 's'}, {result.mode}, {result.elapsed_ms:.1f} ms[/]"
+    )
     return 0 if result.hits else 1

@@ -141,6 +141,22 @@ def test_search_cli_json(indexed_sample: Library) -> None:
     assert data["hits"] and data["hits"][0]["citation"].startswith("[")
 
 
+@pytest.mark.parametrize("as_json", [False, True])
+def test_search_cli_exits_1_when_nothing_matched(indexed_sample: Library, as_json: bool) -> None:
+    """As grep, with or without --json (it exited 0 with --json, 1 without): a script can tell
+    "no match" from a match the same way in both."""
+    cmd = [sys.executable, "-m", "markindex_core", "search", str(indexed_sample.root)]
+    json_flag = ["--json"] if as_json else []
+    nothing = subprocess.run([*cmd, "zqxjvwk", *json_flag], capture_output=True, text=True)
+    assert nothing.returncode == 1 and not nothing.stderr, nothing.stderr
+    if as_json:
+        assert json.loads(nothing.stdout)["hits"] == []
+    else:
+        assert "nothing matched" in nothing.stdout and "0 results" in nothing.stdout
+    found = subprocess.run([*cmd, "max_connections", *json_flag], capture_output=True, text=True)
+    assert found.returncode == 0, found.stderr
+
+
 def test_eval_command_reports_metrics(indexed_sample: Library, tmp_path: Path) -> None:
     questions = tmp_path / "q.jsonl"
     rows = [
