@@ -26,7 +26,7 @@ from markindex_core.errors import (
     OtherLibrary,
     ReadOnlyLibrary,
 )
-from markindex_core.store.db import Store
+from markindex_core.store.db import Store, check_replaceable
 from markindex_core.store.files import file_id, os_error, remove_db_files, write_error
 
 if TYPE_CHECKING:  # the indexer loads only when indexing, the searcher and tools only when
@@ -176,14 +176,17 @@ class Library:
         stored = self._stored_meta("setext")
         return None if stored is None else stored != "0"
 
-    def check_owner(self) -> None:
-        """Refuse to write this library into an index that holds another one.
+    def check_target(self, *, rebuild: bool = False) -> None:
+        """Refuse, before a lock file or anything else is written beside it, an index path that
+        holds another program's file, or (unless `rebuild` replaces it on purpose) the index of
+        another library.
 
         `index B --db a.db` would otherwise remove every document of library A from it without
         a word. The index may follow its library when the recorded folder is gone (the library
         was moved) or when the index lives inside this folder (a copied library brings its own).
         """
-        if not self.db_path.exists():
+        check_replaceable(self.db_path)
+        if rebuild or not self.db_path.exists():
             return
         owner = self._stored_meta("root")
         if owner is None or owner == str(self.root) or self.db_path.is_relative_to(self.root):
@@ -222,6 +225,7 @@ class Library:
         from markindex_core.store.lock import WriterLock
 
         self.ensure_db_dir()
+        self.check_target(rebuild=True)
         lock = WriterLock(self.db_path)
         try:
             lock.acquire()
@@ -255,7 +259,7 @@ class Library:
         from markindex_core.index.indexer import Indexer, open_for_writing
 
         self.ensure_db_dir()
-        self.check_owner()
+        self.check_target()
         existed = self.db_path.exists()
         try:
             store, lock = open_for_writing(self.db_path)

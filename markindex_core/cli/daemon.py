@@ -102,7 +102,7 @@ def cmd_daemon(args: argparse.Namespace) -> int:
     for pattern in args.ignore:
         normalize_ignore_pattern(pattern)  # reject bad patterns before anything starts
     lib = open_library(args)
-    lib.check_owner()
+    lib.check_target()
     hook = None
     if args.summary_model is not None:  # never a model request unless asked for
         from markindex_core.cli.index import summarizer_from_args

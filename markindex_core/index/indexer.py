@@ -198,7 +198,7 @@ class Indexer:
             paths = None
             self.store.set_meta({"fingerprint": fp, "setext": str(int(self.params.setext))})
         if paths is None and self.store.get_meta("root") != str(self.root):
-            self.store.set_meta({"root": str(self.root)})  # whose index this is: check_owner
+            self.store.set_meta({"root": str(self.root)})  # whose index this is: check_target
         named: dict[str, str] = {}  # display path -> reason, for names that are never indexed
         wanted = None if paths is None else self._wanted(paths)
         # What the index knows of the scope only: an update of a few files reads a few rows.

@@ -271,12 +271,15 @@ def test_a_database_of_another_program_is_never_changed(tmp_path: Path, version:
     for args in (
         ["index", str(root)],
         ["index", str(root), "--no-setext"],
+        ["index", str(root), "--rebuild"],
+        ["daemon", str(root), "--no-mcp"],
         ["search", str(root), "x"],
     ):
         code, err = markindex(*args, "--db", str(other))
         line = one_clear_line(err)
         assert code == 1 and "a database of another program (tables: moz_places)" in line, line
     assert other.read_bytes() == before
+    assert sorted(f.name for f in tmp_path.iterdir()) == ["lib", "places.sqlite"]  # no lock file
     note = root / "guides" / "doc0.md"
     text = note.read_bytes()
     code, err = markindex("index", str(root), "--db", str(note))
