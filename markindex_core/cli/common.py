@@ -17,6 +17,23 @@ if TYPE_CHECKING:
 Subparsers = Any
 
 
+def int_between(low: int, high: int | None = None, what: str = "whole number") -> Any:
+    """An argparse `type` for a whole number from `low` to `high` (no bound when None) that
+    says what is wrong in one line."""
+
+    def parse(text: str) -> int:
+        try:
+            n = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a {what}") from None
+        if n < low or (high is not None and n > high):
+            bounds = f"{low}-{high}" if high is not None else f"{low} or more"
+            raise argparse.ArgumentTypeError(f"{n} is out of range ({bounds})")
+        return n
+
+    return parse
+
+
 def add_library_args(p: argparse.ArgumentParser, root: bool = True) -> None:
     """ROOT (unless the command has none), --db and --json."""
     if root:

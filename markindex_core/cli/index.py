@@ -13,6 +13,7 @@ from markindex_core.cli.common import (
     console,
     emit_json,
     find_document,
+    int_between,
     open_library,
 )
 from markindex_core.config import CLI_PROGRESS_PATH_CHARS, SUMMARY_CONCURRENCY
@@ -68,7 +69,9 @@ def register(sub: Subparsers) -> None:
     )
     add_library_args(p)
     p.add_argument("doc", metavar="DOC", help="document path relative to ROOT")
-    p.add_argument("--depth", type=int, default=None, help="levels to show (default: all)")
+    p.add_argument(
+        "--depth", type=int_between(1), default=None, help="levels to show (default: all)"
+    )
     p.set_defaults(func=cmd_tree)
 
 

@@ -13,6 +13,7 @@ from markindex_core.cli.common import (
     Subparsers,
     add_indexing_options,
     add_library_args,
+    int_between,
     open_library,
 )
 from markindex_core.config import MCP_HTTP_HOST, MCP_HTTP_PORT
@@ -56,7 +57,10 @@ def register(sub: Subparsers) -> None:
         "--host", default=MCP_HTTP_HOST, help=f"HTTP bind address (default {MCP_HTTP_HOST})"
     )
     p.add_argument(
-        "--port", type=_port, default=MCP_HTTP_PORT, help=f"HTTP port (default {MCP_HTTP_PORT})"
+        "--port",
+        type=int_between(1, 65535, "port number"),
+        default=MCP_HTTP_PORT,
+        help=f"HTTP port (default {MCP_HTTP_PORT})",
     )
     p.add_argument(
         "--allowed-host",
@@ -152,17 +156,6 @@ def _refuse_empty_library(lib: Library) -> None:
             "pass the library folder as an absolute path (MCP hosts start servers in their own "
             "working directory)",
         )
-
-
-def _port(value: str) -> int:
-    """An HTTP port number, 1-65535 (argparse says what is wrong otherwise)."""
-    try:
-        port = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a port number") from None
-    if not 1 <= port <= 65535:
-        raise argparse.ArgumentTypeError(f"{port} is not a port number (1-65535)")
-    return port
 
 
 def _check_listen(host: str, port: int) -> None:

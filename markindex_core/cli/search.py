@@ -9,6 +9,7 @@ from markindex_core.cli.common import (
     add_library_args,
     console,
     emit_json,
+    int_between,
     library_relative,
     open_library,
 )
@@ -30,21 +31,11 @@ def register(sub: Subparsers) -> None:
     p.add_argument("--doc", help="only this document (path relative to ROOT)")
     p.add_argument(
         "--limit",
-        type=_limit,
+        type=int_between(1, SEARCH_MAX_LIMIT),
         default=SEARCH_DEFAULT_LIMIT,
         help=f"number of results (1-{SEARCH_MAX_LIMIT}, default {SEARCH_DEFAULT_LIMIT})",
     )
     p.set_defaults(func=cmd_search)
-
-
-def _limit(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not 1 <= n <= SEARCH_MAX_LIMIT:
-        raise argparse.ArgumentTypeError(f"{n} is not between 1 and {SEARCH_MAX_LIMIT}")
-    return n
 
 
 def cmd_search(args: argparse.Namespace) -> int:

@@ -29,6 +29,17 @@ def register(sub: Subparsers) -> None:
 
 
 def cmd_tui(args: argparse.Namespace) -> int:
+    import sys
+
+    from markindex_core.errors import InvalidArgument
+
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        # Without a terminal the app would draw escape codes into a file or pipe and wait for
+        # keys that never come, for ever (systemd, cron, `markindex tui ROOT > out`).
+        raise InvalidArgument(
+            "the terminal app needs a terminal: stdin or stdout is not one",
+            "run it in a terminal; in scripts use `markindex search`, `tree` or `status`",
+        )
     # Core stays headless: the TUI package is looked up by name, only for this command.
     app_module = importlib.import_module("markindex_tui.app")
     code: int = app_module.run(args)

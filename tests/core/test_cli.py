@@ -152,7 +152,7 @@ def test_errors_are_one_line_and_exit_1(
     assert run(capsys, *search, "--folder", "./guides/", "--doc", "./guides/doc0.md")[0] == 0
     with pytest.raises(SystemExit):  # argparse: the range is said, not clamped silently
         run(capsys, *search, "--limit", "0")
-    assert "not between 1 and 50" in capsys.readouterr().err
+    assert "0 is out of range (1-50)" in capsys.readouterr().err
 
 
 def test_cli_as_a_subprocess(lib: tuple[Path, Path]) -> None:
@@ -293,3 +293,30 @@ def test_an_index_of_another_library_is_not_overwritten(
     assert run(capsys, "index", str(a), "--db", str(inside))[0] == 0  # recorded as A's
     code, out, _ = run(capsys, "index", str(copy), "--json")  # its own index, inside it
     assert code == 0 and json.loads(out)["unchanged"] == 3
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["tree", "ROOT", "doc0.md", "--depth", "0"], "--depth: 0 is out of range (1 or more)"),
+        (["tree", "ROOT", "doc0.md", "--depth", "-2"], "--depth: -2 is out of range (1 or more)"),
+        (["search", "ROOT", "q", "--limit", "x"], "--limit: 'x' is not a whole number"),
+        (["tui", "ROOT"], "the terminal app needs a terminal"),
+    ],
+)
+def test_arguments_that_cannot_work_are_refused(
+    lib: tuple[Path, Path], argv: list[str], expected: str
+) -> None:
+    """`tree --depth 0` printed the whole tree; `tui` with no terminal drew escape codes into
+    its output and waited for keys for ever. Both now stop with one line."""
+    root, db = lib
+    args = [str(root) if a == "ROOT" else a for a in argv]
+    out = subprocess.run(
+        [sys.executable, "-m", "markindex_core", *args, "--db", str(db)],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode in (1, 2) and expected in out.stderr, out.stderr
+    assert "Traceback" not in out.stderr and "\x1b" not in out.stdout

@@ -140,7 +140,7 @@ def test_a_port_in_use_or_out_of_range_is_a_clear_error(
         port = str(busy.getsockname()[1])
         for extra, code, said in (
             (["--port", port], 1, "cannot listen on 127.0.0.1:"),
-            (["--port", "99999"], 2, "not a port number"),
+            (["--port", "99999"], 2, "99999 is out of range (1-65535)"),
         ):
             command, args = server_command(
                 sample_library, tmp_path / "index.db", "--transport", "streamable-http", *extra
