@@ -98,6 +98,25 @@ def browse_documents(lib: IndexAccess, store: Store, args: dict[str, Any]) -> Re
 
 
 # ----- get_document ------------------------------------------------------------------------------
+def _front_matter_keys(front: Any) -> tuple[dict[str, list[str]] | None, str]:
+    """Front matter too large to show: its keys, as many as fit the same budget, and a note."""
+    size = json_len(front)
+    if not isinstance(front, dict):
+        return None, f"front matter is {size} characters; not shown"
+    keys: list[str] = []
+    budget = FRONT_MATTER_MAX_CHARS
+    for key in sorted(str(k) for k in front):
+        key = preview(key, TOOL_TITLE_CHARS)
+        budget -= len(key) + 4  # quotes, comma, space
+        if budget < 0:
+            break
+        keys.append(key)
+    note = f"front matter is {size} characters; only its keys are listed"
+    if len(keys) < len(front):
+        note += f" (the first {len(keys)} of {len(front)}, sorted)"
+    return {"keys": keys}, note
+
+
 def get_document(lib: IndexAccess, store: Store, args: dict[str, Any]) -> Result:
     doc = find_document(store, args["doc_path"])
     path = doc["path"]
@@ -108,8 +127,7 @@ def get_document(lib: IndexAccess, store: Store, args: dict[str, Any]) -> Result
     front = doc["front_matter"]
     front_note = None
     if front is not None and json_len(front) > FRONT_MATTER_MAX_CHARS:
-        front_note = f"front matter is {json_len(front)} characters; only its keys are listed"
-        front = {"keys": sorted(str(k) for k in front)} if isinstance(front, dict) else None
+        front, front_note = _front_matter_keys(front)
     big = doc["tokens"] > READ_STRUCTURE_FIRST_TOKENS
     data: dict[str, Any] = {
         "doc_path": path,

@@ -350,6 +350,26 @@ def test_front_matter_numbers_json_has_not_are_strings(tmp_path: Path) -> None:
     assert front_matter == {"n": "nan", "i": "-inf", "ok": 1.5}, front_matter
 
 
+@pytest.mark.parametrize("keys", [300, 15_000])
+def test_huge_front_matter_still_answers_get_document(tmp_path: Path, keys: int) -> None:
+    """Too large to show, front matter is replaced by its keys; with 15 000 keys the list of
+    keys alone passed the answer budget and the document could not be described at all."""
+    root = tmp_path / "lib"
+    root.mkdir()
+    fields = "".join(f"key_{i:05d}: {'v' * 80}\n" for i in range(keys))
+    (root / "a.md").write_text(f"---\n{fields}---\n# T\n\nx\n", encoding="utf-8")
+    lib = Library(root, tmp_path / "index.db")
+    lib.index()
+    data = ok(lib, "get_document", {"doc_path": "a.md"})
+    listed = data["front_matter"]["keys"]
+    assert listed[0] == "key_00000" and listed == sorted(listed)
+    assert "only its keys are listed" in data["front_matter_note"]
+    if keys == 300:
+        assert len(listed) == 300
+    else:
+        assert 100 < len(listed) < keys and f"of {keys}" in data["front_matter_note"]
+
+
 def test_search_answers_within_the_budget_whatever_json_escapes(tmp_path: Path) -> None:
     """Titles and text full of quotes and backslashes double in JSON: the last results give way
     (and the answer says how many), the answer itself never fails for its size."""
