@@ -103,7 +103,10 @@ def normalize_ignore_pattern(pattern: str, root: Path | None = None) -> str:
         )
     while p.startswith("./"):
         p = p[2:]
-    if p.startswith(("~", "\\")) or (len(p) > 1 and p[1] == ":") or p.startswith("//"):
+    # `\#notes.md`, `\!x.md`: gitignore's escapes for a name that starts with # or !, not a
+    # Windows path.
+    windows = p.startswith("\\") and not p.startswith(("\\#", "\\!"))
+    if p.startswith("~") or windows or (len(p) > 1 and p[1] == ":") or p.startswith("//"):
         raise InvalidArgument(
             f"--ignore {pattern!r} is an absolute path", "use a path relative to the library root"
         )

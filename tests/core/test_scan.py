@@ -97,6 +97,14 @@ def test_ignore_patterns_only_add_exclusions(tmp_path: Path) -> None:
     assert files(tmp_path, ["!hidden.md"]) == ["shown.md"]
 
 
+def test_gitignore_escapes_for_names_starting_with_hash_or_bang(tmp_path: Path) -> None:
+    """`\\#x.md` is gitignore's way to name `#x.md` (a bare `#` starts a comment); it was
+    refused as a Windows path."""
+    for name in ("#x.md", "!y.md", "z.md"):
+        write(tmp_path, name, "x")
+    assert files(tmp_path, ["\\#x.md", "\\!y.md"]) == ["z.md"]
+
+
 @pytest.mark.parametrize(
     ("pattern", "expected"),
     [
@@ -111,7 +119,8 @@ def test_ignore_pattern_normalization(pattern: str, expected: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "pattern", ["", "  ", "../x", "a/../../x", "~/x", "C:\\x", "//server/x", "!../x"]
+    "pattern",
+    ["", "  ", "../x", "a/../../x", "~/x", "C:\\x", "//server/x", "!../x", "\\server\\x"],
 )
 def test_bad_ignore_patterns_are_rejected(pattern: str) -> None:
     with pytest.raises(InvalidArgument):
