@@ -170,6 +170,8 @@ def _print_index(out: Console, st: dict[str, Any]) -> None:
     )
     secs = st["last_index_seconds"]
     out.print(f"last indexed {_ago(st['last_index_at'])}" + (f" in {secs:.2f} s" if secs else ""))
+    if st.get("indexed_root") not in (None, st["root"]):
+        out.print(f"[yellow]the index of another folder: {_escape(st['indexed_root'])}[/]")
     if st.get("rebuild_due"):
         out.print(
             f"[yellow]built by another version of markindex ({_escape(st['rebuild_due'])}): "

@@ -215,6 +215,9 @@ def read_status(lib: Library) -> dict[str, Any]:
         last_index_seconds (float | None): how long that run took.
         rebuild_due (str | None): why the next index run rebuilds every document (the index was
             built by another version of markindex: "format 4 -> 5"), or None.
+        indexed_root (str | None): the library folder the index was last built from (None for
+            an index made before it was recorded); another folder than `root` means this index
+            holds another library, which `index` refuses to overwrite.
         writer_locked (bool): some process holds the writer lock right now.
         writer_pid (int | None): that process, when known.
         daemon (dict | None): the daemon's status: the file beside the index, or when that one's
@@ -259,6 +262,7 @@ def read_status(lib: Library) -> dict[str, Any]:
         "last_index_at": None,
         "last_index_seconds": None,
         "rebuild_due": None,
+        "indexed_root": None,
     }
     if db.exists():
         try:
@@ -276,6 +280,7 @@ def read_status(lib: Library) -> dict[str, Any]:
                 from markindex_core.index.indexer import pending_rebuild  # only status needs it
 
                 out["rebuild_due"] = pending_rebuild(meta)
+                out["indexed_root"] = meta.get("root")
                 out["indexed"] = True
             finally:
                 store.close()

@@ -281,6 +281,10 @@ def test_an_index_of_another_library_is_not_overwritten(
         assert str(a) in error["error"] and "--rebuild" in error["hint"]
     code, out, _ = run(capsys, "index", str(a), "--db", str(db), "--json")
     assert code == 0 and json.loads(out)["unchanged"] == 3  # nothing of A was removed
+    code, out, _ = run(capsys, "status", str(b), "--db", str(db), "--json")
+    assert json.loads(out)["indexed_root"] == str(a.resolve())
+    code, out, _ = run(capsys, "status", str(b), "--db", str(db))
+    assert "the index of another folder" in out
 
     assert run(capsys, "index", str(b), "--db", str(db), "--rebuild")[0] == 0
     moved = b.rename(tmp_path / "b-moved")
