@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 # Bump when the meaning of stored data changes: the next run rebuilds every document.
-FORMAT_VERSION = 5  # 5: heading attribute blocks ({#id}) left out of titles
+FORMAT_VERSION = 6  # 6: links are what markdown-it links (none in code spans, whole <a b.md>)
 SCHEMA_VERSION = 3  # 3: the summary cache table (added in place to a version 2 index)
 
 INDEX_DIR_NAME = ".markindex"

@@ -5,8 +5,9 @@ paragraphs, headings, code, tables, simple lists and quotes. This scanner follow
 rules (CommonMark + tables + front matter) for top-level paragraphs, ATX/setext headings, fenced
 and indented code, thematic breaks, HTML blocks, front matter, GFM tables, one-line link
 reference definitions, block quotes made only of ">" lines and lists whose items it can bound
-(lazy lines only right after open paragraph text). Links inside lists and quotes are placed
-when the text around them is plain (paragraphs and headings, nested items). Anything it is not
+(lazy lines only right after open paragraph text). Links inside lists and quotes are read from
+their paragraph or heading text when all the text around them is plain (paragraphs and
+headings, nested items). Anything it is not
 sure about (other quotes, lists and reference definitions, links whose block text it cannot
 place) starts a *region*: the lines from the start of the open block up to a blank line after
 which no top-level construct can continue, which the sink hands to markdown-it itself. The sink
@@ -58,11 +59,10 @@ class BlockSink(Protocol):
 
     def heading(self, level: int, start: int, end: int, content: str, markup: str) -> None: ...
 
-    def inline_line(self, line: int) -> None:
-        """A line of paragraph or heading text inside a list (it holds a link)."""
-
     def inline_text(self, line: int, content: str) -> None:
-        """Inline text on one line (a table cell) as markdown-it would hand it on."""
+        """Inline text starting on `line` that may hold a link: a table cell, or a paragraph or
+        heading inside a list or quote, as markdown-it would hand it on (give or take the
+        indentation of its lines, which tells nothing about links)."""
 
     def reference(self, line: int, label: str, href: str) -> None:
         """A link reference definition on one line (label and href as markdown-it keeps them)."""
@@ -241,9 +241,10 @@ def _quote_content(line: str) -> str | None:
 
 class _ItemText:
     """Follows the lines of one list item the scanner bounded, telling whether each is plain
-    paragraph or heading text, where a link is on the line of its text. Nested item markers
-    open deeper content columns, a blank line or a heading closes the paragraph, and anything
-    else (code, quotes, fences, HTML, tables, underlines, tabs) is not plain text."""
+    paragraph or heading text, and gathering that text (a link's text or a code span may run
+    over lines). Nested item markers open deeper content columns, a blank line or a heading
+    closes the paragraph, and anything else (code, quotes, fences, HTML, tables, underlines,
+    tabs) is not plain text."""
 
     def __init__(self, first: str | None, content: int, tables: bool) -> None:
         """`first`: the item's first line after its marker (None: no line yet, as for the
@@ -251,10 +252,14 @@ class _ItemText:
         self.columns = [content]
         self.open = False  # a paragraph is open after the last line
         self.tables = tables
+        self.line = -1 if first is None else 0  # the line being read, counted from the first
+        # Each paragraph's or heading's inline text: (its first line, its lines).
+        self.texts: list[tuple[int, list[str]]] = []
         self.ok = first is None or self._start(first, content)
 
     def feed(self, line: str) -> bool:
         """Whether the next line of the item is plain text (a blank line is)."""
+        self.line += 1
         rest = line.lstrip(" ")
         if not rest:
             self.open = False
@@ -264,7 +269,7 @@ class _ItemText:
         indent = len(line) - len(rest)
         marker = _MARKER.match(rest)
         if self.open and not marker and not _interrupts(rest, 0):
-            return self._leaf(rest)  # the paragraph goes on (lazily when left of its item)
+            return self._leaf(rest, continues=True)  # lazily when left of its item
         if (
             self.open
             and marker
@@ -295,15 +300,28 @@ class _ItemText:
             return False
         return self._leaf(rest)
 
-    def _leaf(self, rest: str) -> bool:
-        """Paragraph or heading text; not a thematic break or setext underline, not text
-        markdown-it trims away, no table cells, no link target on the next line."""
+    def _leaf(self, rest: str, continues: bool = False) -> bool:
+        """Paragraph or heading text (`continues`: the open paragraph's next line); not a
+        thematic break or setext underline, not text markdown-it trims away, no table cells,
+        no link target on the next line."""
         if not rest.strip(MD_TRIM_CHARS) or not rest.strip("-=*_" + _SPACE):
             return False
         if _LINK_AT_END.search(rest) or (self.tables and "|" in rest):
             return False
-        self.open = atx_heading(rest, 0) is None
+        if continues:
+            self.texts[-1][1].append(rest)
+            return True
+        heading = atx_heading(rest, 0)
+        self.texts.append((self.line, [heading[1] if heading else rest]))
+        self.open = heading is None
         return True
+
+    def report(self, sink: BlockSink, first: int) -> None:
+        """Hand the text that may hold a link to `sink` (`first`: the item's first line)."""
+        for line, texts in self.texts:
+            text = "\n".join(texts)
+            if "](" in text:
+                sink.inline_text(first + line, text)
 
 
 class _Scanner:
@@ -465,8 +483,7 @@ class _Scanner:
         text = _ItemText(None, 0, tables)
         if len(inside) < len(lines) or not all(text.feed(line) for line in inside):
             return False
-        for line in link_lines:
-            self.sink.inline_line(line)
+        text.report(self.sink, start)
         return True
 
     def _reference(self, i: int) -> int:
@@ -530,28 +547,32 @@ class _Scanner:
 
     def _has_links(self, start: int, end: int, items: list[tuple[int, int]]) -> bool:
         """True when the list holds links the scanner cannot place (or reference definitions);
-        links that are surely in paragraph or heading text are reported line by line. Only the
-        items that hold a link need to be plain text: each item is parsed on its own."""
+        links that are surely in paragraph or heading text are reported. Only the items that
+        hold a link need to be plain text: each item is parsed on its own."""
         lines = self.lines[start:end]
         if any("]:" in line for line in lines):
             return True
-        link_lines = [start + k for k, line in enumerate(lines) if "](" in line]
-        if not link_lines:
+        if not any("](" in line for line in lines):
             return False
         bounds = [*items[1:], (end, 0)]
+        texts: list[tuple[int, _ItemText]] = []
         for (s, col), (e, _) in zip(items, bounds, strict=True):
-            if any("](" in line for line in self.lines[s:e]) and not self._text_only(s, e, col):
-                return True
-        for line in link_lines:
-            self.sink.inline_line(line)
+            if any("](" in line for line in self.lines[s:e]):
+                text = self._item_text(s, e, col)
+                if text is None:
+                    return True
+                texts.append((s, text))
+        for s, text in texts:
+            text.report(self.sink, s)
         return False
 
-    def _text_only(self, start: int, end: int, content: int) -> bool:
-        """Whether every line of an item is paragraph or heading text (or a blank line)."""
+    def _item_text(self, start: int, end: int, content: int) -> _ItemText | None:
+        """The item's text when every line of it is paragraph or heading text (or a blank
+        line), else None."""
         lines = self.lines[start:end]
         tables = any(_DELIMITER_ROW.fullmatch(line) for line in lines)
         item = _ItemText(lines[0][content:], content, tables)
-        return item.ok and all(item.feed(line) for line in lines[1:])
+        return item if item.ok and all(item.feed(line) for line in lines[1:]) else None
 
     def _list_end(self, j: int, kind: str, items: list[tuple[int, int]]) -> int:
         """Line where the list ends (appending items with their content column), -1 when only

@@ -12,13 +12,18 @@ from urllib.parse import unquote
 
 from markdown_it import MarkdownIt
 from markdown_it.common.utils import mdTrim
+from markdown_it.rules_inline import link as link_rule
+from markdown_it.rules_inline.state_inline import StateInline
 from markdown_it.token import Token
 from mdit_py_plugins.front_matter import front_matter_plugin
 
 from markindex_core.config import MARKDOWN_SUFFIXES, MAX_TITLE_CHARS, SETEXT_WARN_CHARS
 from markindex_core.index.blocks import scan_blocks, split_source_lines
 
-_INLINE_LINK = re.compile(r"\]\(\s*<?([^)\s>]+)")
+# Where an inline construct that can hold a bracket may start: an escape, a code span, an
+# autolink or HTML tag, an image, a link. markdown-it's other rules (text, line breaks, entities,
+# emphasis) only ever consume characters that are none of these.
+_CONSTRUCT_START = re.compile(r"[\\`<!\[]")
 _SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*:")
 # A heading attribute block at the end of a heading (Pandoc, kramdown, MkDocs attr_list, PHP
 # Markdown Extra): `## Overview {#s-4-1}`, `{: #id .class}`, `{.unnumbered}`. It names an anchor
@@ -52,6 +57,12 @@ class ParsedMarkdown:
     front_matter_end: int  # 0-based line after the front matter (0 when there is none)
     links: list[Link]
     warnings: list[str] = field(default_factory=list)
+
+
+@lru_cache(maxsize=1)
+def _inline_parser() -> MarkdownIt:
+    """markdown-it's inline rules (CommonMark), which say what is a link."""
+    return MarkdownIt("commonmark")
 
 
 @lru_cache(maxsize=4)
@@ -105,8 +116,16 @@ class _Collector:
         self.front_matter_data: dict[str, Any] | None = None
         self.front_matter_end = 0
         self.references: dict[str, tuple[str, int]] = {}
+        # Inline text that may hold links, with its 0-based first line: read in `finish`, when
+        # every reference definition is known (`[a][b](c.md)` is no link to c.md if b is one).
+        self.inline: list[tuple[str, int]] = []
 
     def finish(self) -> ParsedMarkdown:
+        references = {
+            label: {"href": href, "title": ""} for label, (href, _) in self.references.items()
+        }
+        for content, start in self.inline:
+            self._links_of(content, start, references)
         for href, line in self.references.values():
             link = _resolve(href, self.doc_dir, line)
             if link:
@@ -139,21 +158,17 @@ class _Collector:
     def paragraph(self, start: int, end: int) -> None:
         self.block_starts.append(start)
         if self.has_links:
-            self._links_of(mdTrim("\n".join(self.lines[start:end])), start)
+            self._inline(mdTrim("\n".join(self.lines[start:end])), start)
 
     def heading(self, level: int, start: int, end: int, content: str, markup: str) -> None:
         self.block_starts.append(start)
         self.headings.append(_heading(level, markup, start, end, content, self.warnings))
         if self.has_links:
-            self._links_of(content, start)
-
-    def inline_line(self, line: int) -> None:
-        if self.has_links:
-            self._links_of(self.lines[line], line)
+            self._inline(content, start)
 
     def inline_text(self, line: int, content: str) -> None:
         if self.has_links:
-            self._links_of(content, line)
+            self._inline(content, line)
 
     def reference(self, line: int, label: str, href: str) -> None:
         if label not in self.references:  # the first definition of a label wins
@@ -188,8 +203,8 @@ class _Collector:
                 self.headings.append(
                     _heading(int(tok.tag[1]), tok.markup, start, end, content, self.warnings)
                 )
-            elif tok.type == "inline" and "](" in tok.content:
-                self._links_of(tok.content, start)
+            elif tok.type == "inline":
+                self._inline(tok.content, start)
 
     def add_references(self, env: dict[str, Any], offset: int) -> None:
         """Link reference definitions; the first definition of a label wins, as in markdown-it."""
@@ -199,17 +214,54 @@ class _Collector:
                 line = ref_map[0] + offset + 1 if ref_map else 0
                 self.references[label] = (str(ref.get("href", "")), line)
 
-    def _links_of(self, content: str, start: int) -> None:
+    def _inline(self, content: str, start: int) -> None:
+        """Keep a block's inline text for `finish` when it may hold a link (most text has no
+        "](" and costs nothing more); `start` is its 0-based first line."""
+        if "](" in content:
+            self.inline.append((content, start))
+
+    def _links_of(self, content: str, start: int, references: dict[str, Any]) -> None:
         """Internal links in a block's inline text; `start` is its 0-based first line."""
         line, counted = start + 1, 0
-        for m in _INLINE_LINK.finditer(content):
+        for offset, href in _inline_links(content, references):
             # Newlines counted from the previous link only: from the block's start each time was
             # quadratic (a 2.7 MB paragraph of 60 000 links took a minute).
-            line += content.count("\n", counted, m.start())
-            counted = m.start()
-            link = _resolve(m.group(1), self.doc_dir, line)
+            line += content.count("\n", counted, offset)
+            counted = offset
+            link = _resolve(href, self.doc_dir, line)
             if link:
                 self.links.append(link)
+
+
+def _inline_links(content: str, references: dict[str, Any]) -> list[tuple[int, str]]:
+    """(offset, href) of every inline link `[text](href)` of a block's inline text, exactly as
+    markdown-it's inline parser finds them (`references`: the document's definitions, as
+    markdown-it keeps them in env["references"]); not images, nor `[text][label]` uses.
+
+    A full inline parse makes tokens for all the text; this runs markdown-it's own rules in
+    validation mode instead (as its `skipToken` does), only where a construct that may hold a
+    bracket can start, and the link rule for real to learn its href.
+    """
+    md = _inline_parser()
+    state = StateInline(content, md, {"references": references}, [])
+    rules = md.inline.ruler.getRules("")
+    found: list[tuple[int, str]] = []
+    while match := _CONSTRUCT_START.search(content, state.pos):
+        pos = state.pos = match.start()
+        for rule in rules:
+            if rule is link_rule:
+                if link_rule(state, False):
+                    # A link's tokens (the only ones made): `[text](href)` ends with ")",
+                    # a reference's `[text][label]` with "]".
+                    if content[state.pos - 1] == ")":
+                        found.append((pos, str(state.tokens[0].attrs["href"])))
+                    del state.tokens[:], state.tokens_meta[:]
+                    break
+            elif rule(state, True):
+                break
+        else:
+            state.pos = pos + 1
+    return found
 
 
 def _runs_to_end(tokens: list[Token], length: int) -> bool:
@@ -285,7 +337,7 @@ def _resolve(href: str, doc_dir: str, line: int) -> Link | None:
     if not href or href.startswith("#") or _SCHEME.match(href) or href.startswith("//"):
         return None
     path, _, anchor = href.partition("#")
-    path = unquote(path.split("?", 1)[0])
+    path, anchor = unquote(path.split("?", 1)[0]), unquote(anchor)
     if not path.lower().endswith(MARKDOWN_SUFFIXES):
         return None
     target = posixpath.normpath(

@@ -180,6 +180,11 @@ LIST_MAKERS = [
     "2. {l}",
     "- 2. {l}",
     "#{w} {l}",
+    # inline text running over lines: link text, code spans
+    "[{w}",
+    "{w}](x.md)",
+    "`{w} {l}",
+    "{w}` {l}",
 ]
 
 
@@ -479,6 +484,7 @@ class _RegionRecorder(_Collector):
         "- [a](a.md)\n  - [b](b.md)\n    - [c](c.md)\n      - [d](d.md)\n- `e` [f|g](f.md)\n",
         "[a]: a.md\n[b]: <b c.md>\n\n[d]: #d\n",
         "> **Note:**\n>\n> see [a](a.md) and\n> - [b](b.md)\n",
+        "- see [the\n  docs](a.md) `not\n  [b](code.md)`\nlazy [c](c.md)\n> [d\n> d](d.md)\n",
     ],
 )
 def test_scanner_needs_no_markdown_it(text: str) -> None:

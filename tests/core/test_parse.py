@@ -116,8 +116,62 @@ def test_internal_links_resolved_relative_to_the_document() -> None:
         ("root.md", ""),
         ("dir/q.markdown", ""),
         ("dir/sub/ref.md", "r"),
-    } | ({("dir/sp ace.md", "")} if any(ln.target == "dir/sp ace.md" for ln in links) else set())
+        ("dir/sp ace.md", ""),
+    }
     assert all(ln.line in (1, 2, 4) for ln in links)
+
+
+def links(text: str, path: str = "d.md") -> list[tuple[int, str, str]]:
+    """(line, target, anchor) of the links the scanner finds, checked against markdown-it."""
+    found = [(ln.line, ln.target, ln.anchor) for ln in parse_markdown(text, path).links]
+    oracle = [(ln.line, ln.target, ln.anchor) for ln in parse_markdown_oracle(text, path).links]
+    assert found == oracle
+    return found
+
+
+def test_no_links_in_code_spans_or_behind_escapes() -> None:
+    text = (
+        "Write `[x](missing.md)` or ``[y](`missing.md`)`` to link.\n\n"
+        "\\[x\\](escaped.md) and [x\\](half-escaped.md)\n\n\\[x](escaped-open.md)\n\n"
+        "| `[c](cell.md)` | [ok](ok.md) |\n|---|---|\n\n"
+        "- `[i](item.md)` and ![image](image.md)\n"
+    )
+    assert links(text) == [(7, "ok.md", "")]
+
+
+def test_destinations_in_angle_brackets_or_with_parentheses_are_whole() -> None:
+    text = (
+        "[x](<my file.md>) [y](<dir/a b.md#Sec 1>)\n\n"
+        "[z](a(1).md) [w](b(c(d)).md#e(f)) [v](g(h.md)\n"
+    )
+    assert links(text) == [
+        (1, "dir/a b.md", "Sec 1"),
+        (1, "my file.md", ""),
+        (3, "a(1).md", ""),
+        (3, "b(c(d)).md", "e(f)"),
+    ]
+
+
+def test_a_link_is_on_the_line_where_it_starts() -> None:
+    """Link text and code spans run over lines, in lists and quotes as in paragraphs."""
+    text = (
+        "See [the\ndocs](a.md), `not\n[a](code.md)` [b](b.md)\n\n"
+        "- See [the\n  docs](c.md), `not\n  [a](code.md)`\n  [d](d.md)\n\n"
+        "> [e\n> e](e.md) `\n> [x](code.md)`\n"
+    )
+    assert links(text) == [
+        (1, "a.md", ""),
+        (3, "b.md", ""),
+        (5, "c.md", ""),
+        (8, "d.md", ""),
+        (10, "e.md", ""),
+    ]
+
+
+def test_a_reference_use_is_not_an_inline_link() -> None:
+    """`[a][r](x.md)` links to r's definition (a link itself), not to x.md."""
+    assert links("[a][r](x.md)\n\n[r]: r.md\n") == [(3, "r.md", "")]
+    assert links("[a][r](x.md)\n") == [(1, "x.md", "")]
 
 
 def test_link_lines_in_one_long_paragraph() -> None:
