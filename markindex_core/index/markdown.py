@@ -24,6 +24,12 @@ from markindex_core.index.blocks import scan_blocks, split_source_lines
 # autolink or HTML tag, an image, a link. markdown-it's other rules (text, line breaks, entities,
 # emphasis) only ever consume characters that are none of these.
 _CONSTRUCT_START = re.compile(r"[\\`<!\[]")
+# Text in which a link to a Markdown document may be: where the suffix is, written out or
+# behind an entity or a percent escape (backslashes escape only punctuation). Most inline text
+# with links links only to the web, and is then left alone.
+_MAY_LINK_A_DOCUMENT = re.compile(
+    "|".join(map(re.escape, MARKDOWN_SUFFIXES)) + "|[%&]", re.IGNORECASE
+)
 _SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*:")
 # A heading attribute block at the end of a heading (Pandoc, kramdown, MkDocs attr_list, PHP
 # Markdown Extra): `## Overview {#s-4-1}`, `{: #id .class}`, `{.unnumbered}`. It names an anchor
@@ -59,10 +65,21 @@ class ParsedMarkdown:
     warnings: list[str] = field(default_factory=list)
 
 
+class _LinkParser(MarkdownIt):
+    """markdown-it's inline rules (CommonMark), which say what is a link; web addresses and
+    anchors are left as they are (most links in a library are, and normalizing them was half
+    the time spent on links): they are never internal links, and markdown-it accepts them
+    either way."""
+
+    def normalizeLink(self, url: str) -> str:
+        if url.startswith(("https://", "http://", "#")):
+            return url
+        return super().normalizeLink(url)
+
+
 @lru_cache(maxsize=1)
 def _inline_parser() -> MarkdownIt:
-    """markdown-it's inline rules (CommonMark), which say what is a link."""
-    return MarkdownIt("commonmark")
+    return _LinkParser("commonmark")
 
 
 @lru_cache(maxsize=4)
@@ -215,9 +232,9 @@ class _Collector:
                 self.references[label] = (str(ref.get("href", "")), line)
 
     def _inline(self, content: str, start: int) -> None:
-        """Keep a block's inline text for `finish` when it may hold a link (most text has no
-        "](" and costs nothing more); `start` is its 0-based first line."""
-        if "](" in content:
+        """Keep a block's inline text for `finish` when it may hold a link to a document (most
+        text has no "](" and costs nothing more); `start` is its 0-based first line."""
+        if "](" in content and _MAY_LINK_A_DOCUMENT.search(content):
             self.inline.append((content, start))
 
     def _links_of(self, content: str, start: int, references: dict[str, Any]) -> None:
