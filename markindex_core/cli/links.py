@@ -24,7 +24,8 @@ def register(sub: Subparsers) -> None:
         "links",
         help="a document's outgoing internal links (or every broken link)",
         description="List the internal Markdown links of DOC with their line numbers, marking broken "
-        "ones; without DOC, list every broken link in the library.",
+        "ones and those whose #anchor the linked document does not have; without DOC, list every "
+        "broken link and every missing anchor in the library.",
     )
     add_library_args(p)
     p.add_argument("doc", metavar="DOC", nargs="?", help="document path relative to ROOT")
@@ -49,38 +50,69 @@ def _cell(value: str | None) -> Text:
 
 
 def cmd_links(args: argparse.Namespace) -> int:
+    from markindex_core.store.anchors import missing_anchors
+
     lib = open_library(args)
     if args.doc:
         doc = find_document(lib, args.doc)
         rows = lib.store.links_from(doc["id"])
+        missing = missing_anchors(lib.store, ((r["target"], r["anchor"]) for r in rows))
+        for r in rows:
+            r["anchor_missing"] = (r["target"], r["anchor"]) in missing
         data: dict[str, Any] = {"path": doc["path"], "links": rows}
     else:
+        anchored = lib.store.anchored_links()
+        missing = missing_anchors(lib.store, ((r["target"], r["anchor"]) for r in anchored))
         rows = lib.store.broken_links()
-        data = {"broken": rows}
+        no_anchor = [r for r in anchored if (r["target"], r["anchor"]) in missing]
+        data = {"broken": rows, "missing_anchors": no_anchor}
     if args.json:
         emit_json(data)
         return 0
+    if args.doc:
+        _print_links(rows)
+    else:
+        _print_broken(rows, no_anchor)
+    return 0
+
+
+def _print_links(rows: list[dict[str, Any]]) -> None:
     from rich.table import Table
     from rich.text import Text
 
     table = Table()
-    if args.doc:
-        for col in ("line", "target", "anchor", "status"):
-            table.add_column(col)
-        for r in rows:
-            table.add_row(
-                str(r["line"]),
-                _cell(r["target"]),
-                _cell(r["anchor"]),
-                Text("broken", style="red") if r["broken"] else "ok",
-            )
-    else:
-        for col in ("source", "line", "missing target"):
-            table.add_column(col)
-        for r in rows:
-            table.add_row(_cell(r["source"]), str(r["line"]), _cell(r["target"]))
+    for col in ("line", "target", "anchor", "status"):
+        table.add_column(col)
+    for r in rows:
+        if r["broken"]:
+            status: Text | str = Text("broken", style="red")
+        elif r["anchor_missing"]:
+            status = Text("missing anchor", style="yellow")
+        else:
+            status = "ok"
+        table.add_row(str(r["line"]), _cell(r["target"]), _cell(r["anchor"]), status)
     console().print(table)
-    return 0
+
+
+def _print_broken(broken: list[dict[str, Any]], no_anchor: list[dict[str, Any]]) -> None:
+    """Broken links, then links whose target is there but not its anchor (a table each)."""
+    from rich.table import Table
+
+    table = Table(title="broken links")
+    for col in ("source", "line", "missing target"):
+        table.add_column(col)
+    for r in broken:
+        table.add_row(_cell(r["source"]), str(r["line"]), _cell(r["target"]))
+    console().print(table)
+    if no_anchor:
+        table = Table(title="missing anchors")
+        for col in ("source", "line", "target", "missing anchor"):
+            table.add_column(col)
+        for r in no_anchor:
+            table.add_row(
+                _cell(r["source"]), str(r["line"]), _cell(r["target"]), _cell(r["anchor"])
+            )
+        console().print(table)
 
 
 def cmd_backlinks(args: argparse.Namespace) -> int:

@@ -746,6 +746,19 @@ class Store:
             )
         ]
 
+    def anchored_links(self) -> list[dict[str, Any]]:
+        """Links with an #anchor to an indexed document (whether it has that anchor is for
+        `store.anchors.missing_anchors` to say)."""
+        return [
+            {"source": str(p), "line": int(line), "target": str(t), "anchor": str(a)}
+            for p, line, t, a in self.conn.execute(
+                "SELECT d.path, l.line, l.target, l.anchor FROM links l"
+                " JOIN documents d ON d.id = l.doc_id"
+                " WHERE l.anchor != '' AND EXISTS (SELECT 1 FROM documents x WHERE x.path = l.target)"
+                " ORDER BY d.path, l.line"
+            )
+        ]
+
     def stats(self) -> dict[str, int]:
         return {
             "documents": int(self.scalar("SELECT count(*) FROM documents")),

@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 from markindex_core.library import Library
+from markindex_core.store.anchors import anchor_key, slug
 
 
 def _cli(*args: str) -> dict[str, Any]:
@@ -75,3 +77,49 @@ def test_backlinks_takes_the_document_as_links_does(indexed_sample: Library) -> 
     )
     assert typo.returncode == 1 and "guides/install.md" in typo.stdout + typo.stderr
     assert "Traceback" not in typo.stderr
+
+
+def test_missing_anchors_are_their_own_kind(tmp_path: Path) -> None:
+    """A link to a document that has no such heading or id is a missing anchor, not a broken
+    link; GitHub's heading anchors (numbered when repeated) and ids written out all count."""
+    (tmp_path / "target.md").write_text(
+        "# Getting `started` *now*\n\n## Set-up & Install\n\n## Notes\n\n## Notes\n\n"
+        '## Scope {#the-scope}\n\n<a name="legacy"></a>\n\n[fig](#x){:name="fig-1"}\n',
+        encoding="utf-8",
+    )
+    anchors = [
+        "getting-started-now",
+        "set-up--install",
+        "Set-up-Install",
+        "notes-1",
+        "the-scope",
+        "legacy",
+        "fig-1",
+        "no-such-heading",
+        "notes-2",
+    ]
+    (tmp_path / "source.md").write_text(
+        "".join(f"[{a}](target.md#{a})\n\n" for a in anchors) + "[gone](gone.md#x)\n",
+        encoding="utf-8",
+    )
+    lib = Library(tmp_path)
+    lib.index()
+    lib.close()
+    report = _cli("links", str(tmp_path))
+    assert report["broken"] == [{"source": "source.md", "line": 19, "target": "gone.md"}]
+    assert [(r["line"], r["anchor"]) for r in report["missing_anchors"]] == [
+        (15, "no-such-heading"),
+        (17, "notes-2"),
+    ]
+    rows = _cli("links", str(tmp_path), "source.md")["links"]
+    assert [r["anchor"] for r in rows if r["anchor_missing"]] == ["no-such-heading", "notes-2"]
+    assert [r["target"] for r in rows if r["broken"]] == ["gone.md"]
+
+
+def test_heading_anchors_as_github_makes_them() -> None:
+    assert slug("Hello, World!") == "hello-world"
+    assert slug("Set-up & Install") == "set-up--install"
+    assert slug("snake_case and `code`") == "snake_case-and-code"
+    assert slug("第一章 总则（一）") == "第一章-总则一"
+    assert slug("Ünïcödé Straße") == "ünïcödé-straße"
+    assert anchor_key("Set-up--Install") == "set-up-install"
