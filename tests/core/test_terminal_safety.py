@@ -39,11 +39,13 @@ def hostile(tmp_path: Path) -> tuple[Path, Path]:
     root.mkdir()
     (root / "esc.md").write_text(
         f"# T{TITLE} heading :x: {BIDI}\n\nzqosc {OSC52} end {C1_CSI} and\tbell\x07 here\n\n"
-        f"## Sub {CLEAR} zqosc\n\nsee [next](name{TITLE}.md) and [gone](gone{CLEAR}.md#a{TITLE})\n\n{PROSE}\n",
+        # Link destinations in <…>: a bare one holds no control characters (CommonMark).
+        f"## Sub {CLEAR} zqosc\n\nsee [next](<name{TITLE}.md>) and [gone](<gone{CLEAR}.md#a{TITLE}>)"
+        f"\n\n{PROSE}\n",
         encoding="utf-8",
     )
     (root / "named.md").write_text(
-        f"# Named {C1_CSI}\n\nzqosc body\n\n[back](esc.md#x{TITLE})\n\n{PROSE}\n",
+        f"# Named {C1_CSI}\n\nzqosc body\n\n[back](<esc.md#x{TITLE}>)\n\n{PROSE}\n",
         encoding="utf-8",
     )
     # A name with control characters is skipped at scan time; its skip line must still be safe.
@@ -110,6 +112,7 @@ def test_every_human_output_escapes_control_characters(hostile: tuple[Path, Path
     assert "\\x1b]0;pwned\\x07" in outputs[f"tree name{TITLE}.md"]
     assert "\\x1b]0;pwned\\x07" in outputs[f"tree missing{TITLE}.md"]
     assert "\\x1b[2J" in outputs["links"]  # the broken target
+    assert "x\\x1b]0;pwned\\x07" in outputs["links"]  # the missing anchor
     assert "\\x1b]0;pwned\\x07" in outputs["eval --questions " + str(questions)]
 
 
