@@ -40,6 +40,20 @@ def default_db_path(root: Path) -> Path:
     return root / INDEX_DIR_NAME / DB_FILE_NAME
 
 
+def _require_utf8(what: str, path: Path) -> None:
+    """Refuse a path whose name is not UTF-8 (a legacy name, kept by Python as surrogates): the
+    index stores paths as text, and a daemon would fail later, at its first write."""
+    text = str(path)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        shown = text.encode("utf-8", "backslashreplace").decode("ascii", "backslashreplace")
+        raise InvalidArgument(
+            f"the {what} path holds bytes that are not valid UTF-8: {shown}",
+            "rename it, or pass another path",
+        ) from None
+
+
 class _Reader:
     """One thread's read connection, its searcher, and the identity of the file it opened."""
 
@@ -94,6 +108,8 @@ class Library:
         # The path as given, symlinks kept: a live index notices it leading elsewhere later.
         self.given_root = root.absolute()
         self.db_path = Path(db).expanduser().resolve() if db else default_db_path(self.root)
+        for what, path in (("library folder", self.root), ("index file (--db)", self.db_path)):
+            _require_utf8(what, path)
         if self.db_path.suffix.lower() in MARKDOWN_SUFFIXES:
             # Inside the library, every write of the index would look like an edited document.
             raise InvalidArgument(

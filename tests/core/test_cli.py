@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -324,3 +325,21 @@ def test_arguments_that_cannot_work_are_refused(
     )
     assert out.returncode in (1, 2) and expected in out.stderr, out.stderr
     assert "Traceback" not in out.stderr and "\x1b" not in out.stdout
+
+
+@pytest.mark.parametrize("command", ["daemon", "index", "status"])
+def test_paths_that_are_not_utf8_are_refused_in_one_line(tmp_path: Path, command: str) -> None:
+    """The daemon crashed with two tracebacks on such a library folder (its status file could
+    not be written, so status then called the index healthy); every command now refuses it."""
+    root = Path(os.fsdecode(bytes(tmp_path) + b"/R\xff"))
+    write(root, "r.md", "# R\n")
+    out = subprocess.run(
+        [sys.executable, "-m", "markindex_core", command, str(root), "--db", str(tmp_path / "i.db")]
+        + (["--no-mcp"] if command == "daemon" else []),
+        capture_output=True,
+        text=True,
+        errors="replace",
+        timeout=60,
+    )
+    assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr
+    assert "not valid UTF-8" in out.stderr and "R\\udcff" in out.stderr, out.stderr
