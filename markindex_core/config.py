@@ -34,7 +34,10 @@ LINE_BLOCK_SIZE = 64  # original lines are stored in blocks of this many lines
 BATCH_DOCS = 48  # whole documents per transaction on a full build …
 BATCH_BYTES = 2_000_000  # … or this many bytes of Markdown, whichever comes first
 # Below this many bytes to parse, parse in-process: starting workers costs more than it saves.
+# At or above it, even one file goes to a worker: there its parse has a deadline and a stopping
+# daemon need not wait for it (list-heavy Markdown parses at ~4 s/MB).
 PARALLEL_MIN_BYTES = 2_000_000
+POOL_WAIT_SLICE_S = 0.5  # a run that can be interrupted looks whether to stop this often
 PARSE_TIMEOUT_S = 120.0  # a parse worker that has not finished a document by then is killed …
 #                        … and the document skipped as timed out (64 MB of Markdown parses in ~30 s)
 WORKER_DEPTH = (

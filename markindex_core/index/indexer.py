@@ -147,8 +147,11 @@ class Indexer:
         parse_timeout: float = PARSE_TIMEOUT_S,
         after_write: AfterWrite | None = None,
         rehash: bool = False,
+        interrupt: Callable[[], None] | None = None,
     ) -> None:
         self.root = root
+        # Raises to end a run while workers parse (see WorkerPool): a daemon that stops.
+        self.interrupt = interrupt
         # Compare every file's content hash, not only size and mtime: an edit that kept both
         # (`cp -p`, `rsync -t`, `touch -r`) is otherwise taken for no change.
         self.rehash = rehash
@@ -428,13 +431,14 @@ class Indexer:
         return False
 
     def _results(self, jobs: list[Job], sizes: dict[str, int]) -> Iterator[Result]:
-        if self.workers <= 1 or sum(sizes.values()) < PARALLEL_MIN_BYTES or len(jobs) < 4:
+        if sum(sizes.values()) < PARALLEL_MIN_BYTES:
             for job in jobs:
                 yield load(job)
             return
         # Largest first (sizes from the scan), so one big file does not finish last on its own.
         jobs = sorted(jobs, key=lambda j: -sizes[j.rel])
-        pool = WorkerPool(self.workers, self.parse_timeout)
+        size = max(1, min(self.workers, len(jobs)))
+        pool = WorkerPool(size, self.parse_timeout, interrupt=self.interrupt)
         done: set[str] = set()
         try:
             pool.start()
@@ -507,6 +511,7 @@ def rebuild_from_folder(
     after_write: AfterWrite | None = None,
     progress: Progress | None = None,
     on_fresh: Callable[[Path], None] | None = None,
+    interrupt: Callable[[], None] | None = None,
 ) -> IndexReport:
     """Index `root` into a new file beside `db_path` and swap it in whole (see
     `rebuild.build_afresh`): the way out of a damaged index, which is never needed. The caller
@@ -515,7 +520,13 @@ def rebuild_from_folder(
         if on_fresh is not None:
             on_fresh(Path(store.conn.filename))
         indexer = Indexer(
-            root, store, ignore=ignore, setext=setext, workers=workers, after_write=after_write
+            root,
+            store,
+            ignore=ignore,
+            setext=setext,
+            workers=workers,
+            after_write=after_write,
+            interrupt=interrupt,
         )
         report = indexer.run(progress)
     report.full_rebuild = reason

@@ -27,12 +27,13 @@ import subprocess
 import sys
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from multiprocessing.connection import wait
 from pathlib import Path
 
 from markindex_core.config import (
+    POOL_WAIT_SLICE_S,
     WORKER_DEPTH,
     WORKER_NICE,
     WORKER_START_S,
@@ -243,10 +244,19 @@ class WorkerPool:
     """Up to `size` parse workers. Each holds `depth` documents, so it parses the next one while
     the indexer writes; the document it is parsing has a deadline."""
 
-    def __init__(self, size: int, timeout_s: float, depth: int = WORKER_DEPTH) -> None:
+    def __init__(
+        self,
+        size: int,
+        timeout_s: float,
+        depth: int = WORKER_DEPTH,
+        interrupt: Callable[[], None] | None = None,
+    ) -> None:
         self.size = size
         self.timeout_s = timeout_s
         self.depth = depth
+        # Called at least every POOL_WAIT_SLICE_S while waiting for results; it may raise to
+        # end the run (a daemon stopping must not wait for a long parse).
+        self.interrupt = interrupt
         self.workers: list[_Worker] = []
         self.tries: dict[str, int] = {}
 
@@ -286,7 +296,11 @@ class WorkerPool:
         if not busy:
             return
         wait_s = max(0.0, min(w.deadline for w in busy) - time.monotonic())
+        if self.interrupt is not None:
+            wait_s = min(wait_s, POOL_WAIT_SLICE_S)
         ready = wait([w.sock for w in busy], timeout=wait_s)
+        if self.interrupt is not None:
+            self.interrupt()
         for i, worker in enumerate(self.workers):
             if worker.sock in ready:
                 yield from self._receive(i, pending)

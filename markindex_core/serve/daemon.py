@@ -30,6 +30,7 @@ While another process holds the writer lock the daemon only reads, and retries t
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import copy
 import ctypes
@@ -332,6 +333,7 @@ class Daemon:
             "root": str(lib.root),
             "state": "starting",
             "reason": None,
+            "catching_up": False,  # reconciling everything after events were lost: not a stop
             "hint": None,
             "writing": False,
             "started_at": time.time(),
@@ -511,6 +513,7 @@ class Daemon:
             self._status["recoveries"] += 1
         self._set(
             state="retrying",
+            catching_up=False,
             reason=problem.reason,
             hint=f"{problem.hint} (next try in {delay:.0f} s)",
             busy=False,
@@ -633,6 +636,7 @@ class Daemon:
         self._coalescer.put_back(batch)
         self._set(
             state="retrying",
+            catching_up=False,
             reason=problem.reason,
             hint=f"{problem.hint} (next try in {delay:.0f} s)",
             busy=False,
@@ -945,14 +949,43 @@ class Daemon:
         done = self._writer.submit(self._close_writer)
         try:
             done.result(timeout=DAEMON_SHUTDOWN_S)
+        except concurrent.futures.TimeoutError:
+            # The writer is inside one long step. Freed now, the lock would let another writer
+            # in before this one commits over it: it is freed when the writer is done.
+            log.warning(
+                "the writer is still busy after %g s: the index is closed and the writer lock"
+                " freed when it is done",
+                DAEMON_SHUTDOWN_S,
+            )
+            self._writer.submit(self._stopped)
+            self._writer.shutdown(wait=False)
+            return
         except Exception:
             log.exception("closing the index failed")
         self._writer.shutdown(wait=False)
+        self._stopped()
+
+    def _stopped(self) -> None:
+        """The last step of a stop, once the writer is closed: say how the index was left (a
+        change seen but not indexed makes it a stop that status reports), free the lock."""
         fatal = self.fatal
+        paths, whole = self._coalescer.unreconciled() if self._coalescer else (0, False)
+        reason: str | None = None
+        hint: str | None = None
+        if fatal is not None:
+            reason, hint = fatal.message, fatal.hint
+        elif whole or paths:
+            left = (
+                "a reconcile of the whole library unfinished"
+                if whole
+                else f"{paths} changed path{'s' if paths > 1 else ''} not yet indexed"
+            )
+            reason = f"it was asked to stop with {left}"
+            hint = "run `markindex index ROOT`, or start the daemon again, to bring it up to date"
         self._set(
-            state=f"stopped: {fatal.message}" if fatal else "stopped",
-            reason=fatal.message if fatal else None,
-            hint=fatal.hint if fatal else None,
+            state=f"stopped: {reason}" if reason else "stopped",
+            reason=reason,
+            hint=hint,
             writing=False,
             busy=False,
         )
@@ -960,6 +993,8 @@ class Daemon:
         self.lock.release()
         with contextlib.suppress(OSError):
             remove_daemon_record(self.lib.db_path)
+        if reason and fatal is None:
+            log.warning("%s (%s)", reason, hint)
         log.info("stopped")
 
     def wait_stopped(self, timeout: float = DAEMON_SHUTDOWN_S + 5) -> bool:
@@ -981,6 +1016,7 @@ class Daemon:
             ignore=self.ignore,
             setext=self.setext,
             after_write=self.after_write,
+            interrupt=self._interrupt,
         )
 
     def _close_writer(self) -> None:
@@ -1060,6 +1096,7 @@ class Daemon:
                 after_write=self.after_write,
                 progress=self._progress,
                 on_fresh=adopt,
+                interrupt=self._interrupt,
             )
         except BaseException:
             self._identity.rebuilt = None
@@ -1072,9 +1109,14 @@ class Daemon:
 
     def _progress(self, done: int, total: int, path: str) -> None:
         """Called per file by the indexer; also where a shutdown or restart ends a long run."""
+        self._interrupt()
+        self._set(progress={"done": done, "total": total})
+
+    def _interrupt(self) -> None:
+        """End the run under way when the daemon stops or restarts its session: called per file,
+        and while parse workers work (a big file's parse is not waited for)."""
         if self._stopping.is_set() or self._abort.is_set():
             raise _Stopping
-        self._set(progress={"done": done, "total": total})
 
     def _named_files(self, paths: Iterable[str]) -> dict[str, os.stat_result]:
         """The regular files among the paths events named, with their stat (one stat each)."""
@@ -1140,7 +1182,7 @@ class Daemon:
             reason = "file events were lost (the inotify event queue overflowed)"
             hint = "reconciling everything to find what changed"
             self._error("", f"{reason}: {hint}")
-            self._set(reason=reason, hint=hint)
+            self._set(reason=reason, hint=hint, catching_up=True)
         self._publish()
 
     def _end(self, batch: Batch, report: IndexReport) -> None:
@@ -1168,6 +1210,7 @@ class Daemon:
                 state="watching",
                 reason=None,
                 hint=None,
+                catching_up=False,
                 busy=False,
                 progress=None,
                 last_reconcile_at=now,

@@ -228,6 +228,8 @@ def read_status(lib: Library) -> dict[str, Any]:
             "retrying" (writes fail, see reason) | "recovering" (re-opening after the folder,
             index or lock vanished, or a failure) | "stopping" | "stopped" | "stopped: REASON"),
             reason, hint (str | None: why it is retrying, recovering or stopped, what to do),
+            catching_up (bool: reconciling everything because file events were lost; warned
+            about, not a stop),
             recoveries (int), writing (bool, this pid holds the writer lock), alive (bool,
             computed: process exists and heartbeat fresh), unresponsive (bool, computed: holds
             the writer lock but no longer beats), ended (bool, computed: killed, crashed or
@@ -344,6 +346,10 @@ def _staleness(daemon: dict[str, Any]) -> tuple[bool, str | None]:
         return True, f"the live index is not updating: {unresponsive_reason(daemon)}{since}"
     if state.startswith("stop"):
         return True, f"the live index has stopped updating{since}"
+    if daemon.get("catching_up") and state == "reconciling":
+        # Events were lost (an inotify overflow): the full reconcile under way finds them.
+        why = f"{reason}" + (f"; {hint}" if hint else "")
+        return False, f"the live index is catching up: {why}{since}"
     if reason and state in ("retrying", "recovering", "reconciling", "starting"):
         # A retry's reconcile keeps the reason of the failure until it succeeds.
         why = f"{reason}" + (f" ({hint})" if hint else "")
@@ -452,20 +458,22 @@ def _judge(
     beat = _float(daemon.get("heartbeat_at")) or 0.0
     dpid = daemon.get("pid")
     state = str(daemon.get("state"))
-    running = isinstance(dpid, int) and not state.startswith("stopped") and _pid_alive(dpid)
+    visible = isinstance(dpid, int) and _pid_alive(dpid)
+    running = visible and not state.startswith("stopped")
     alive = running and now - beat < STALE_AFTER_S
     daemon["alive"] = alive
     # The lock's holder wrote its pid, and holds the lock: no reused pid can pass for it.
     daemon["unresponsive"] = bool(running and not alive and locked and holder == dpid)
     # Killed, crashed or stopped by a failure while the index was its to write, and no writer
-    # took the lock since (its pid is still the lock file's): the index stopped being live. Its
-    # heartbeat must be stale too: a daemon in another pid namespace (a container sharing the
-    # folder) is no process here, yet beats.
+    # took the lock since (its pid is still the lock file's): the index stopped being live. Known
+    # at once when its process is gone; otherwise its heartbeat must be stale too (a daemon in
+    # another pid namespace, a container sharing the folder, may be a live process here that
+    # is not it). A live daemon elsewhere holds the lock, or beats.
     daemon["ended"] = bool(
         isinstance(dpid, int)
         and not alive
         and not daemon["unresponsive"]
-        and (state.startswith("stopped: ") or now - beat >= STALE_AFTER_S)
+        and (state.startswith("stopped: ") or now - beat >= STALE_AFTER_S or not visible)
         and state != "stopped"
         and not locked
         and last_writer == dpid

@@ -160,6 +160,14 @@ class Coalescer:
         with self._lock:
             return len(self._batch.paths) + int(self._batch.rules_changed or self._batch.full)
 
+    def unreconciled(self) -> tuple[int, bool]:
+        """What is waiting that the index may not reflect yet: the dirty paths, and whether a
+        rules change or a full reconcile (a start, lost events) is due (not the periodic sweep,
+        which looks without being asked)."""
+        with self._lock:
+            b = self._batch
+            return len(b.paths), bool(b.rules_changed or (b.full and not b.sweep))
+
     # ----- event loop -------------------------------------------------------------------------
     def _on_signal(self) -> None:
         with self._lock:

@@ -265,10 +265,9 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
 
 def _fill(path: Path) -> None:
     """Write until the disk is full."""
-    with open(path, "wb") as fh, contextlib.suppress(OSError):
-        while True:
+    with open(path, "wb", buffering=0) as fh, contextlib.suppress(OSError):
+        while True:  # unbuffered: nothing is left for close to write (and fail on)
             fh.write(b"\0" * 65536)
-            fh.flush()
 
 
 def _big_doc(word: str) -> str:
