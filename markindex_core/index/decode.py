@@ -13,6 +13,9 @@ from dataclasses import dataclass
 
 _NEWLINE = re.compile(r"\r\n|\r|\n")
 _CONTROL = re.compile(r"[\x00-\x08\x0e-\x1f\x7f]")
+# Every byte but those `_CONTROL` matches: deleted, what is left of UTF-8 text is its control
+# characters (single bytes there, never part of another character's encoding).
+_NOT_CONTROL = bytes(b for b in range(256) if not _CONTROL.match(chr(b)))
 
 
 class Undecodable(Exception):
@@ -73,11 +76,17 @@ def _finish(text: str, encoding: str) -> DecodedText:
     if "\x00" in text:
         raise Undecodable("binary file (NUL characters)")
     sample = text[:65536]
-    if sample and len(_CONTROL.findall(sample)) > max(8, len(sample) // 100):
+    if sample and _control_count(sample) > max(8, len(sample) // 100):
         raise Undecodable("binary file (control characters)")
     if "\r" in text:
         text = _NEWLINE.sub("\n", text)
     return DecodedText(text, encoding)
+
+
+def _control_count(text: str) -> int:
+    """`len(_CONTROL.findall(text))`, counted in C on the UTF-8 bytes: the regex scan of every
+    document's first 64K characters was ~60% of decoding."""
+    return len(text.encode("utf-8", "surrogatepass").translate(None, _NOT_CONTROL))
 
 
 def _looks_like_cjk_text(text: str) -> bool:
