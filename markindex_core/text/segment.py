@@ -139,11 +139,11 @@ class _Stems(dict[str, str]):
 _stems = _Stems()
 
 
-@lru_cache(maxsize=4096)  # small: indexing keeps joined terms in `_joined`; this serves queries
-def _word_terms(word: str) -> tuple[str, ...]:
+def _word_terms_of(word: str) -> tuple[str, ...]:
     """A word or identifier (original case) -> whole lowercased form, then its (stemmed) parts.
 
-    English words are reduced to their Snowball stem (expired, expiration -> expir)."""
+    English words are reduced to their Snowball stem (expired, expiration -> expir). Indexing
+    calls this once per new word (`_joined` keeps the result); queries go through `_word_terms`."""
     if word.isalpha():  # the common cases: one plain or capitalized word, its stem
         if word.islower():
             return (_stems[word],)
@@ -154,7 +154,7 @@ def _word_terms(word: str) -> tuple[str, ...]:
     for piece in _CONNECTOR.split(word):
         if not piece:
             continue
-        if piece.islower() or piece.isupper():
+        if piece.islower() or piece.isupper() or piece.isdecimal():  # `_CAMEL` finds it whole
             parts.append(_stems[piece.lower()])
         else:
             parts.extend([_stems[p.lower()] for p in _CAMEL.findall(piece) if p])
@@ -163,6 +163,10 @@ def _word_terms(word: str) -> tuple[str, ...]:
     if len(parts) == 1:
         return (lower, parts[0])
     return (lower, *parts)
+
+
+# Small: indexing keeps joined terms in `_joined` (no use for a second cache); this serves queries.
+_word_terms = lru_cache(maxsize=4096)(_word_terms_of)
 
 
 def terms(text: str) -> list[str]:
@@ -188,12 +192,16 @@ class _JoinedTerms(dict[str, str]):
     def __missing__(self, run: str) -> str:
         if len(self) >= SEGMENT_CACHE_WORDS:  # bounded: a library of random tokens can't grow it
             self.clear()
-        if run.isalpha() and run.islower() and run.isascii():  # a plain English word: its stem
-            joined = self[run] = _stems[run]
-            return joined
-        words = _WORD.findall(run)
+        if run.isascii():
+            if run.isalpha() and run.islower():  # a plain English word: its stem
+                joined = self[run] = _stems[run]
+                return joined
+            # Letters and digits only: one word. Else the ASCII class: same words, faster.
+            words = [run] if run.isalnum() else _WORD_ASCII.findall(run)
+        else:
+            words = _WORD.findall(run)
         if words == [run]:
-            joined = " ".join(_word_terms(run))
+            joined = " ".join(_word_terms_of(run))
         else:
             joined = " ".join(map(self.__getitem__, words))
         self[run] = joined
