@@ -21,7 +21,7 @@ from markindex_core.text.tokens import LineTokens, TokenCounter
 Span = Callable[[int, int], int]  # tokens of lines [a, b) joined by newlines
 
 
-@dataclass
+@dataclass(slots=True)  # one per heading: slots make them cheaper to create and read
 class _Raw:
     kind: str
     title: str
@@ -188,8 +188,11 @@ def _emit(
     depth: int,
     out: list[Section],
     text: object,
-) -> None:
+) -> int:
+    """Append `nodes` and their subtrees to `out` in pre-order; the tokens of all of them (each
+    node's subtree total from its children's, not by summing every descendant again)."""
     assert callable(text)
+    total = 0
     seen: dict[tuple[str, str], int] = {}
     for v in nodes:
         ordinal = seen.get((v.kind, v.title), 0)
@@ -217,6 +220,6 @@ def _emit(
             body_start=v.body_start + 1,
         )
         out.append(sec)
-        first_child = len(out)
-        _emit(v.children, sec, key, depth + 1, out, text)
-        sec.subtree_tokens = v.own_tokens + sum(s.tokens for s in out[first_child:])
+        sec.subtree_tokens = v.own_tokens + _emit(v.children, sec, key, depth + 1, out, text)
+        total += sec.subtree_tokens
+    return total
