@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 # Bump when the meaning of stored data changes: the next run rebuilds every document.
-FORMAT_VERSION = 6  # 6: links are what markdown-it links (none in code spans, whole <a b.md>)
+FORMAT_VERSION = 7  # 7: FTS5 ascii tokenizer over the pre-tokenized terms (6: links as markdown-it)
 SCHEMA_VERSION = 3  # 3: the summary cache table (added in place to a version 2 index)
 
 INDEX_DIR_NAME = ".markindex"

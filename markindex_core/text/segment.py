@@ -29,7 +29,7 @@ _WORD_ASCII = re.compile(r"[A-Za-z0-9]+(?:[-_.+#/][A-Za-z0-9]+)*[+#]*")
 _CJK_RUN = re.compile(rf"[{_CJK_CLASS}]+")
 _CONNECTOR = re.compile(r"[-_.+#/]+")
 _CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+|[^\W\d_]+")
-# Characters FTS5's unicode61 tokenizer must keep inside a token (our compound identifiers).
+# Characters FTS5's tokenizer must keep inside a token (our compound identifiers).
 FTS_TOKENCHARS = "-_.+#/"
 
 Cutter = Callable[[str], list[str]]
