@@ -30,7 +30,6 @@ While another process holds the writer lock the daemon only reads, and retries t
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import copy
 import ctypes
@@ -59,6 +58,7 @@ from markindex_core.config import (
     DAEMON_FULL_SCAN_PATHS,
     DAEMON_GUARD_S,
     DAEMON_HEARTBEAT_S,
+    DAEMON_LINKED_POLL_FILES,
     DAEMON_LOCK_POLL_S,
     DAEMON_MAX_WAIT_MS,
     DAEMON_OBSERVER_RETRY_S,
@@ -316,6 +316,7 @@ class Daemon:
         self._confirm_after = False  # reconcile all once more when this one ends (see `_begin`)
         self._linked: dict[str, FileStat] = {}  # files with several names (writer thread only)
         self._linked_poll: Future[None] | None = None  # a `_poll_linked` submitted to it
+        self._linked_cursor = 0  # where the next `_poll_linked` of many such files begins
         self._writer_watch = DaemonWatch(lib.db_path)  # the writer's state, while read-only
         self._read_only_since: float | None = None  # wall clock; waiting for the writer lock
         self._full_at = time.monotonic()  # the last full reconcile ended (see `_sweep_when_idle`)
@@ -680,7 +681,15 @@ class Daemon:
         (writer thread, like `_note_linked`)."""
         if not self._linked or self._coalescer is None:
             return
-        for rel, seen in list(self._linked.items()):
+        names = list(self._linked)
+        if len(names) > DAEMON_LINKED_POLL_FILES:
+            # Many (a library hard-linked into snapshots, `cp -al`): a slice per tick, in turn,
+            # so the cost per tick stays bounded (all 20 000 each tick took half a core).
+            start = self._linked_cursor % len(names)
+            names = (names[start:] + names[:start])[:DAEMON_LINKED_POLL_FILES]
+            self._linked_cursor = start + DAEMON_LINKED_POLL_FILES
+        for rel in names:
+            seen = self._linked[rel]
             try:
                 st = os.stat(self.lib.root / rel, follow_symlinks=False)
             except OSError:
@@ -949,7 +958,7 @@ class Daemon:
         done = self._writer.submit(self._close_writer)
         try:
             done.result(timeout=DAEMON_SHUTDOWN_S)
-        except concurrent.futures.TimeoutError:
+        except TimeoutError:  # concurrent.futures raises the built-in one (3.11+)
             # The writer is inside one long step. Freed now, the lock would let another writer
             # in before this one commits over it: it is freed when the writer is done.
             log.warning(
