@@ -123,6 +123,9 @@ class Library:
         # Set by a live index (the daemon) in this process: why its index is not current now,
         # or None. Tool envelopes carry it, so an agent never reads a stale index unwarned.
         self.live_warning: Callable[[], str | None] | None = None
+        # Set by a live index in this process: told when a read meets damage, so it rebuilds the
+        # index (otherwise it would find out only at a write there, or its daily check).
+        self.on_damage: Callable[[str], None] | None = None
 
     # ----- writing ----------------------------------------------------------------------------
     def ensure_db_dir(self) -> None:
@@ -161,6 +164,11 @@ class Library:
     def freshness_warning(self) -> str | None:
         """Why the live index of this process is not keeping up with the folder, if it is not."""
         return self.live_warning() if self.live_warning is not None else None
+
+    def report_damage(self, detail: str) -> None:
+        """A read met a damaged index (see `on_damage`)."""
+        if self.on_damage is not None:
+            self.on_damage(detail)
 
     def index(
         self,

@@ -82,7 +82,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except apsw.Error as exc:  # found while reading: opening checks only what it reads
         damaged = isinstance(exc, (apsw.CorruptError, apsw.NotADBError))
         message = f"the index is {'damaged' if damaged else 'unusable'}: {exc}"
-        hint = "rebuild it from the library: `markindex index ROOT --rebuild` (with the same --db)"
+        hint = (
+            "rebuild it from the library: `markindex index ROOT --rebuild` (with the same --db);"
+            " if a daemon keeps it live, restart the daemon instead: it checks the index and"
+            " rebuilds it"
+        )
         _error(message, hint, getattr(args, "json", False), "INDEX_UNUSABLE")
         return 1
 

@@ -887,8 +887,14 @@ class Daemon:
         if report.ok:
             log.info("whole-index check: no damage (%.1f s)", report.seconds)
             return
-        found = "; ".join(report.problems[:3])
-        self._error("", f"the index {self.lib.db_path} is damaged ({found}): building it again")
+        self.damage_found("; ".join(report.problems[:3]))
+
+    def damage_found(self, detail: str) -> None:
+        """The index is damaged (the whole-index check, or a read in this process met it): the
+        next reconcile rebuilds it from the folder (any thread)."""
+        if self._damaged.is_set():
+            return
+        self._error("", f"the index {self.lib.db_path} is damaged ({detail}): building it again")
         self._damaged.set()
         if self._coalescer is not None:
             self._coalescer.request_full()  # the next reconcile rebuilds it (see `_reconcile`)
@@ -1323,6 +1329,7 @@ def run_daemon(
         after_write=after_write,
     )
     lib.live_warning = daemon.freshness_warning  # tool envelopes say when answers may be stale
+    lib.on_damage = daemon.damage_found  # a tool call that meets damage has it rebuilt
 
     async def live() -> None:
         # The MCP server logs a failed background job and serves on; the daemon's own

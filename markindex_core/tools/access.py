@@ -26,6 +26,10 @@ class IndexAccess(Protocol):
         """Why a live index in this process is not current (it retries, catches up), or None."""
         ...
 
+    def report_damage(self, detail: str) -> None:
+        """A read met a damaged index: a live index in this process rebuilds it."""
+        ...
+
     @property
     def store(self) -> Store:
         """A read-only connection for the calling thread."""

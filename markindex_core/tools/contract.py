@@ -16,6 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import apsw
+
 from markindex_core.config import (
     MAX_NODE_IDS,
     MAX_STRING_ARG,
@@ -372,6 +374,17 @@ def _call(lib: IndexAccess, name: Any, args: Any) -> tuple[str, bool]:
     except MarkindexError as exc:
         return _failure(
             exc.code, exc.message, {"hint": exc.hint}, steps(exc.hint or "try again")
+        ), False
+    except (apsw.CorruptError, apsw.NotADBError) as exc:  # met while reading: not this call's fault
+        lib.report_damage(str(exc))
+        return _failure(
+            "INDEX_UNUSABLE",
+            f"the index of this library is damaged: {exc}",
+            {},
+            steps(
+                "a daemon serving these tools rebuilds it from the folder (try again in a while);"
+                " otherwise an operator must run `markindex index ROOT --rebuild`"
+            ),
         ), False
     except Exception as exc:  # a tool never raises: report, log the traceback on stderr
         log.exception("tool %s failed", spec.name)

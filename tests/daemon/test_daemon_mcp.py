@@ -239,3 +239,39 @@ async def test_a_daemon_waiting_for_the_lock_passes_on_the_writing_daemons_troub
             await _search_until(client, "river", lambda e: "warning" not in e, 30)
     finally:
         assert writer.stop() == 0, writer.log
+
+
+@pytest.mark.timeout(120)
+async def test_damage_a_tool_call_meets_is_rebuilt_by_the_daemon(tmp_path: Path) -> None:
+    """Damage only reads meet (the original lines) used to stay until the daemon's daily check:
+    tools answered INTERNAL_ERROR, status said all was well. A tool call that meets it now says
+    INDEX_UNUSABLE and has the daemon build the index again."""
+    from tests.core.helpers import damage_pages
+
+    root = tmp_path / "lib"
+    root.mkdir()
+    for i in range(30):
+        (root / f"d{i}.md").write_text(f"# D{i}\n\nword{i} " + "filler " * 400, encoding="utf-8")
+    db = tmp_path / "idx" / "index.db"
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "markindex_core", "daemon", str(root), "--db", str(db)],
+    )
+    async with Client(params, read_timeout_seconds=30) as client:
+        # After the check the daemon makes once writes pause: from then on, only reads look.
+        await anyio.to_thread.run_sync(
+            lambda: wait_for(lambda: (read_status_file(db) or {}).get("last_check_ok"), 60)
+        )
+        assert damage_pages(db, "line_blocks", share=1.0) > 0
+        env = _payload(await client.call_tool("get_document", {"doc_path": "d7.md"}))
+        node = env["data"]["top_level_nodes"][0]["node_id"]
+        read = {"doc_path": "d7.md", "node_ids": [node]}
+        env = _payload(await client.call_tool("get_node_content", read))
+        assert env["code"] == "INDEX_UNUSABLE" and "damaged" in env["error"], env
+        deadline = time.monotonic() + 60
+        while not (env := _payload(await client.call_tool("get_node_content", read)))["success"]:
+            assert time.monotonic() < deadline, env
+            await anyio.sleep(0.2)
+        assert "word7" in json.dumps(env["data"], ensure_ascii=False)
+    errors = (read_status_file(db) or {}).get("errors", [])
+    assert any("is damaged" in e["error"] for e in errors), errors
