@@ -174,6 +174,7 @@ DAEMON_SLOW_RECONCILE_S = 5.0  # a reconcile running longer is said in tool enve
 DAEMON_WARNING_TTL_S = 1.0  # `mcp` reads another process's daemon state at most this often
 DAEMON_GUARD_S = 0.5  # how often the daemon checks that root, index file and lock are still its own
 DAEMON_LINKED_POLL_FILES = 1_000  # files with several names stat-ed per guard tick, in turn
+STATUS_UNREADABLE_SHOWN = 20  # unreadable folders a daemon's status lists (all are counted)
 DAEMON_ROOT_WAIT_S = 10.0  # a vanished library folder may come back this long, then the daemon ends
 DAEMON_SHUTDOWN_S = 20.0  # at stop, at most this long for an in-flight reconcile to end and commit
 STATUS_FILE_MAX_BYTES = 1 << 20  # a status file or daemon record bigger than this is not read

@@ -88,6 +88,8 @@ class IndexReport:
     # it found there with more than one name (see `FileStat.links`).
     scope: list[str] | None = None
     linked: dict[str, FileStat] = field(default_factory=dict)
+    # Paths it could not examine (unreadable folders): what the index held there was kept.
+    unreadable: list[str] = field(default_factory=list)
 
     @property
     def changed(self) -> bool:
@@ -246,6 +248,7 @@ class Indexer:
             todo.append(rel)
         self._build(todo, files, states, report, progress, rebuilt, skipped)
         report.scope = wanted
+        report.unreadable = sorted(unreadable)
         report.linked = {rel: st for rel, st in files.items() if st.links > 1}
         report.seconds = time.perf_counter() - t0
         self.store.set_meta(

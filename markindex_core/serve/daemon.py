@@ -72,6 +72,7 @@ from markindex_core.config import (
     DAEMON_TIDY_DEFER_WRITES,
     DAEMON_TIDY_IDLE_S,
     DAEMON_WAIT_WARN_S,
+    STATUS_UNREADABLE_SHOWN,
 )
 from markindex_core.errors import MarkindexError
 from markindex_core.index.indexer import AfterWrite, Indexer, IndexReport, rebuild_from_folder
@@ -316,6 +317,7 @@ class Daemon:
         self._confirm_after = False  # reconcile all once more when this one ends (see `_begin`)
         self._linked: dict[str, FileStat] = {}  # files with several names (writer thread only)
         self._linked_poll: Future[None] | None = None  # a `_poll_linked` submitted to it
+        self._unreadable: set[str] = set()  # paths a reconcile could not read (writer thread)
         self._linked_cursor = 0  # where the next `_poll_linked` of many such files begins
         self._writer_watch = DaemonWatch(lib.db_path)  # the writer's state, while read-only
         self._read_only_since: float | None = None  # wall clock; waiting for the writer lock
@@ -335,6 +337,8 @@ class Daemon:
             "state": "starting",
             "reason": None,
             "catching_up": False,  # reconciling everything after events were lost: not a stop
+            "unreadable": [],  # folders it cannot read: the index keeps what it held there
+            "unreadable_count": 0,
             "hint": None,
             "writing": False,
             "started_at": time.time(),
@@ -712,6 +716,25 @@ class Daemon:
         self._full_at = time.monotonic()  # once per period, also when it fails
         c.request_sweep()
 
+    def _note_unreadable(self, report: IndexReport) -> None:
+        """Keep the paths the daemon cannot read current (writer thread): while there are any,
+        answers warn that the index may be out of date there (see `status.stale_warning`)."""
+        if report.scope is None:
+            unreadable = set(report.unreadable)
+        else:
+            scope = report.scope
+            unreadable = {
+                rel
+                for rel in self._unreadable
+                if not any(rel == s or rel.startswith(s + "/") for s in scope)
+            }
+            unreadable.update(report.unreadable)
+        self._unreadable = unreadable
+        self._set(
+            unreadable=sorted(unreadable)[:STATUS_UNREADABLE_SHOWN],
+            unreadable_count=len(unreadable),
+        )
+
     def _note_linked(self, report: IndexReport) -> None:
         """Keep the files with several names current: a run replaces what it looked at (writer
         thread)."""
@@ -1053,6 +1076,7 @@ class Daemon:
         (writer thread)."""
         report = self._reconcile_batch(batch)
         self._note_linked(report)
+        self._note_unreadable(report)
         return report
 
     def _reconcile_batch(self, batch: Batch) -> IndexReport:

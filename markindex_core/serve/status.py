@@ -229,7 +229,9 @@ def read_status(lib: Library) -> dict[str, Any]:
             index or lock vanished, or a failure) | "stopping" | "stopped" | "stopped: REASON"),
             reason, hint (str | None: why it is retrying, recovering or stopped, what to do),
             catching_up (bool: reconciling everything because file events were lost; warned
-            about, not a stop),
+            about, not a stop), unreadable (list[str], at most STATUS_UNREADABLE_SHOWN) and
+            unreadable_count (int): paths it cannot read, where the index keeps what it held
+            (warned about, not a stop),
             recoveries (int), writing (bool, this pid holds the writer lock), alive (bool,
             computed: process exists and heartbeat fresh), unresponsive (bool, computed: holds
             the writer lock but no longer beats), ended (bool, computed: killed, crashed or
@@ -354,6 +356,14 @@ def _staleness(daemon: dict[str, Any]) -> tuple[bool, str | None]:
         # A retry's reconcile keeps the reason of the failure until it succeeds.
         why = f"{reason}" + (f" ({hint})" if hint else "")
         return True, f"the live index is not updating: {why}{since}"
+    unreadable = daemon.get("unreadable") or []
+    if unreadable and state == "watching":
+        count = int(daemon.get("unreadable_count") or len(unreadable))
+        more = f" and {count - 1} more" if count > 1 else ""
+        return False, (
+            f"part of the library cannot be read ({unreadable[0]}{more}): the index keeps what"
+            " it held there, and changes there are missed until it can be read"
+        )
     if not daemon.get("reconciles") and state in ("starting", "reconciling"):
         return False, "the live index is catching up with the folder after its start" + since
     started = _float(daemon.get("last_reconcile_started_at"))
