@@ -1007,7 +1007,13 @@ class Daemon:
         """The last step of a stop, once the writer is closed: say how the index was left (a
         change seen but not indexed makes it a stop that status reports), free the lock."""
         fatal = self.fatal
-        paths, whole = self._coalescer.unreconciled() if self._coalescer else (0, False)
+        c = self._coalescer
+        paths, rules, full = c.unreconciled() if c is not None else (0, False, False)
+        # A full pass asked for after the first one is mostly a safety net (a watcher restarted,
+        # a second look after lost events), not known changes; the first one unfinished, or one
+        # for events the kernel dropped, is.
+        needed = not self._get("reconciles") or self._events_lost.is_set()
+        whole = rules or (full and needed)
         reason: str | None = None
         hint: str | None = None
         if fatal is not None:

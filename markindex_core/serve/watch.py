@@ -160,13 +160,13 @@ class Coalescer:
         with self._lock:
             return len(self._batch.paths) + int(self._batch.rules_changed or self._batch.full)
 
-    def unreconciled(self) -> tuple[int, bool]:
-        """What is waiting that the index may not reflect yet: the dirty paths, and whether a
-        rules change or a full reconcile (a start, lost events) is due (not the periodic sweep,
-        which looks without being asked)."""
+    def unreconciled(self) -> tuple[int, bool, bool]:
+        """What is waiting: the number of dirty paths, whether the ignore rules changed, and
+        whether a full reconcile was asked for (not the periodic sweep, which looks without being
+        asked)."""
         with self._lock:
             b = self._batch
-            return len(b.paths), bool(b.rules_changed or (b.full and not b.sweep))
+            return len(b.paths), b.rules_changed, b.full and not b.sweep
 
     # ----- event loop -------------------------------------------------------------------------
     def _on_signal(self) -> None:
