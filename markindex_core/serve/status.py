@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from markindex_core.config import (
     DAEMON_HEARTBEAT_S,
+    DAEMON_RECORD_KEEP_S,
     DAEMON_SLOW_RECONCILE_S,
     DAEMON_WARNING_TTL_S,
     STATUS_FILE_BLOCK,
@@ -161,15 +162,33 @@ def write_daemon_record(db_path: Path, data: dict[str, Any]) -> None:
 
 
 def remove_daemon_record(db_path: Path) -> None:
-    """Remove this process's record, and the records of daemons of this index that are gone."""
+    """Remove this process's record, the records of daemons of this index that are gone, and
+    those of any index whose daemon has been gone for DAEMON_RECORD_KEEP_S (killed daemons of
+    indexes nobody serves again would otherwise pile up)."""
+    stem = _record_stem(db_path)
+    old = time.time() - DAEMON_RECORD_KEEP_S
     for path in _runtime_candidates():
         if not _private_dir(path, create=False):
             continue
-        for record in path.glob(f"{_record_stem(db_path)}-*.json"):
+        for record in path.glob("daemon-*-*.json"):
             pid = record.stem.rpartition("-")[2]
-            if pid.isdigit() and (int(pid) == os.getpid() or not _pid_alive(int(pid))):
+            if not pid.isdigit():
+                continue
+            ours = record.stem.startswith(stem + "-")
+            if ours and int(pid) == os.getpid():
+                gone = True
+            else:
+                gone = not _pid_alive(int(pid)) and (ours or _mtime(record) < old)
+            if gone:
                 with contextlib.suppress(OSError):
                     record.unlink()
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return float("inf")  # gone already, or unreadable: leave it
 
 
 def read_daemon_records(db_path: Path) -> list[dict[str, Any]]:

@@ -355,3 +355,33 @@ def test_an_index_built_by_another_version_says_it_will_be_rebuilt(tmp_path: Pat
     assert lib.index().full_rebuild
     assert read_status(lib)["rebuild_due"] is None
     lib.close()
+
+
+def test_records_of_long_gone_daemons_of_any_index_are_pruned(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Killed daemons' records were removed only when a daemon of the same index started again:
+    those of indexes nobody serves any more piled up in the runtime folder."""
+    import tempfile
+
+    from markindex_core.config import DAEMON_RECORD_KEEP_S
+    from markindex_core.serve.status import remove_daemon_record, runtime_dir
+
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "run"))
+    (tmp_path / "run").mkdir(mode=0o700)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    folder = runtime_dir()
+    assert folder is not None
+    dead = 2**22 + 7  # above any pid_max: no such process
+    old = time.time() - DAEMON_RECORD_KEEP_S - 60
+    records = {
+        "old_dead": folder / f"daemon-aaaaaaaaaaaaaaaa-{dead}.json",
+        "new_dead": folder / f"daemon-bbbbbbbbbbbbbbbb-{dead}.json",
+        "old_alive": folder / f"daemon-cccccccccccccccc-{os.getppid()}.json",
+    }
+    for path in records.values():
+        path.write_text("{}", encoding="utf-8")
+    for name in ("old_dead", "old_alive"):
+        os.utime(records[name], (old, old))
+    remove_daemon_record(tmp_path / "some-other.db")
+    assert {n for n, p in records.items() if p.exists()} == {"new_dead", "old_alive"}
