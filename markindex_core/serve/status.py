@@ -480,7 +480,8 @@ def _judge(
     holder: int | None = None,
     last_writer: int | None = None,
 ) -> None:
-    """Add the computed keys: alive (process exists, heartbeat fresh), unresponsive (holds the
+    """Add the computed keys: alive (process exists here or holds the writer lock, heartbeat
+    fresh), unresponsive (holds the
     writer lock, heartbeat stale: stopped with SIGSTOP or hung), ended (gone without a clean
     stop, and nothing wrote the index since: see `ended_reason`), heartbeat_age, writing.
     `last_writer` is the pid the lock file names (the last process that took it)."""
@@ -488,11 +489,14 @@ def _judge(
     dpid = daemon.get("pid")
     state = str(daemon.get("state"))
     visible = isinstance(dpid, int) and _pid_alive(dpid)
-    running = visible and not state.startswith("stopped")
+    # A daemon in another pid namespace (a container sharing the folder) is no process here,
+    # but the writer lock it holds names it: the lock holder wrote its pid and holds the lock.
+    holds_lock = isinstance(dpid, int) and locked and holder == dpid
+    running = (visible or holds_lock) and not state.startswith("stopped")
     alive = running and now - beat < STALE_AFTER_S
     daemon["alive"] = alive
     # The lock's holder wrote its pid, and holds the lock: no reused pid can pass for it.
-    daemon["unresponsive"] = bool(running and not alive and locked and holder == dpid)
+    daemon["unresponsive"] = bool(running and not alive and holds_lock)
     # Killed, crashed or stopped by a failure while the index was its to write, and no writer
     # took the lock since (its pid is still the lock file's): the index stopped being live. Known
     # at once when its process is gone; otherwise its heartbeat must be stale too (a daemon in

@@ -385,3 +385,30 @@ def test_records_of_long_gone_daemons_of_any_index_are_pruned(
         os.utime(records[name], (old, old))
     remove_daemon_record(tmp_path / "some-other.db")
     assert {n for n, p in records.items() if p.exists()} == {"new_dead", "old_alive"}
+
+
+def test_a_daemon_in_another_pid_namespace_is_seen_through_the_lock_it_holds(
+    tmp_path: Path,
+) -> None:
+    """A daemon in a container sharing the folder is no process here: status called it "not
+    running" while it held the writer lock and beat. The lock it holds names it."""
+    from markindex_core.serve.status import write_status_file
+
+    root = _lib(tmp_path, {"a.md": "# A\n\nalpha\n"})
+    db = tmp_path / "idx" / "index.db"
+    lib = Library(root, db)
+    lib.index()
+    elsewhere = 2**22 + 11  # a pid no process here has
+    lock = WriterLock(db)
+    lock.acquire()
+    try:
+        lock.path.write_text(str(elsewhere), encoding="utf-8")  # as that daemon wrote it
+        beat = {"pid": elsewhere, "state": "watching", "writing": True, "reconciles": 1}
+        write_status_file(db, {**beat, "heartbeat_at": time.time()})
+        daemon = read_status(lib)["daemon"]
+        assert daemon["alive"] and daemon["writing"] and not daemon["ended"], daemon
+        write_status_file(db, {**beat, "heartbeat_at": time.time() - STALE_AFTER_S - 5})
+        st = read_status(lib)
+        assert st["daemon"]["unresponsive"] and st["not_updating"], st["daemon"]  # frozen there
+    finally:
+        lock.release()
