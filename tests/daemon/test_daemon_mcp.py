@@ -91,6 +91,15 @@ async def test_tool_calls_answer_while_the_daemon_indexes(tmp_path: Path) -> Non
         while not await found():
             assert time.monotonic() < deadline, "new file never became searchable over MCP"
             await anyio.sleep(0.05)
+        # Nothing left to do, as published after this point (the churn's last events may still
+        # ask for a pass): a stop with work pending would rightly say so.
+        now = time.time()
+
+        def idle() -> bool:
+            s = read_status_file(db) or {}
+            return s.get("heartbeat_at", 0) > now and not s["busy"] and s["queue"] == 0
+
+        await anyio.to_thread.run_sync(lambda: wait_for(idle, 30))
     # Closing stdin stops the daemon cleanly: it says so in its status and frees the lock.
     st = await anyio.to_thread.run_sync(
         lambda: wait_for(lambda: (s := read_status_file(db)) and s["state"] == "stopped" and s, 10)
