@@ -227,7 +227,7 @@ class Indexer:
         removed = sorted(
             p
             for p in in_scope
-            if p not in files and p not in named and not _below_any(p, unreadable)
+            if p not in files and p not in named and not below_any(p, unreadable)
         )
         if removed:
             self.store.delete_documents(removed)
@@ -469,7 +469,7 @@ class _Subrules:
         return self.base.ignored(f"{self.prefix}/{rel}", is_dir)
 
 
-def _below_any(path: str, folders: list[str]) -> bool:
+def below_any(path: str, folders: list[str]) -> bool:
     """Whether `path` is one of `folders` or lies below one."""
     return any(path == f or path.startswith(f + "/") for f in folders)
 

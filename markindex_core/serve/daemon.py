@@ -75,7 +75,13 @@ from markindex_core.config import (
     STATUS_UNREADABLE_SHOWN,
 )
 from markindex_core.errors import MarkindexError
-from markindex_core.index.indexer import AfterWrite, Indexer, IndexReport, rebuild_from_folder
+from markindex_core.index.indexer import (
+    AfterWrite,
+    Indexer,
+    IndexReport,
+    below_any,
+    rebuild_from_folder,
+)
 from markindex_core.index.scan import FileStat
 from markindex_core.library import Library
 from markindex_core.serve.mounts import mounts_in, remote_file_system
@@ -723,11 +729,7 @@ class Daemon:
             unreadable = set(report.unreadable)
         else:
             scope = report.scope
-            unreadable = {
-                rel
-                for rel in self._unreadable
-                if not any(rel == s or rel.startswith(s + "/") for s in scope)
-            }
+            unreadable = {rel for rel in self._unreadable if not below_any(rel, scope)}
             unreadable.update(report.unreadable)
         self._unreadable = unreadable
         self._set(
@@ -742,11 +744,7 @@ class Daemon:
             self._linked = dict(report.linked)
             return
         scope = report.scope
-        kept = {
-            rel: st
-            for rel, st in self._linked.items()
-            if not any(rel == s or rel.startswith(s + "/") for s in scope)
-        }
+        kept = {rel: st for rel, st in self._linked.items() if not below_any(rel, scope)}
         kept.update(report.linked)
         self._linked = kept
 
