@@ -141,7 +141,7 @@ def derive_title(
 ) -> str:
     """The document's own name: front matter, a real H1, a metadata title, or the file name."""
     if front_matter and (value := _meta_value(front_matter, ("title",))):
-        return _clean_title(value)
+        return _clean_title(value, markdown=False)
     h1 = next((h for h in headings if h.level == 1 and h.title.strip()), None)
     first = next((h for h in headings if h.title.strip()), None)
     if h1 is not None and first is h1 and not is_generic_heading(h1.title):
@@ -166,8 +166,14 @@ def _meta_value(meta: Mapping[str, object], keys: tuple[str, ...]) -> str:
     return ""
 
 
-def _clean_title(text: str) -> str:
-    text = _inline_text(_ATTR.sub("", text))
+def _clean_title(text: str, *, markdown: bool = True) -> str:
+    """A title as a reader sees it. Front matter is YAML, not Markdown: its title is taken as
+    written (`[WIP] __init__ notes` keeps its brackets and underscores). A Markdown title loses
+    its inline syntax but keeps brackets, as a heading does (`[WIP]` is text unless defined)."""
+    if markdown:
+        text = _inline_text(_ATTR.sub("", text), shortcut_links=False)
+    else:
+        text = " ".join(text.split())
     if _IDENTIFIER.match(text):  # an RFC's `feature_name`: read as words
         text = text.replace("_", " ")
         text = text[:1].upper() + text[1:]
@@ -422,11 +428,12 @@ def _is_noise(line: str) -> bool:
     return not any(ch.isalnum() for ch in _IMAGE.sub("", line))
 
 
-def _inline_text(text: str) -> str:
+def _inline_text(text: str, *, shortcut_links: bool = True) -> str:
     """Markdown inline syntax dropped: links keep their text, images and tags go, emphasis too."""
     text = _IMAGE.sub("", text)
     text = _LINK.sub(lambda m: m.group(1) or m.group(2) or "", text)
-    text = _BRACKETS.sub(r"\1", text)  # a shortcut reference link: [RFC 243]
+    if shortcut_links:
+        text = _BRACKETS.sub(r"\1", text)  # a shortcut reference link: [RFC 243]
     text = _TAG.sub("", _ATTR.sub("", text))
     text = _EMPHASIS.sub("", text)
     text = _PURPOSE.sub(r"\1", text)

@@ -157,6 +157,16 @@ def test_a_real_h1_and_front_matter_titles_win() -> None:
     assert build("# Authentication Levels {#AAL_SEC4}\n\nText.\n").title == "Authentication Levels"
 
 
+def test_titles_keep_brackets_and_front_matter_titles_are_taken_as_written() -> None:
+    # Front matter is YAML: nothing in its title is Markdown syntax.
+    fm = build('---\ntitle: "[WIP] __init__ and [bold]x[/]"\n---\n# Heading\n\nText.\n')
+    assert fm.title == "[WIP] __init__ and [bold]x[/]"
+    # In a heading, `[WIP]` is text (no reference defines it), as the node title shows it.
+    doc = build("# [WIP] Release *plan*\n\nText.\n")
+    assert doc.title == "[WIP] Release plan"
+    assert doc.sections[0].title.startswith("[WIP] Release")
+
+
 def test_sibling_rfcs_get_distinct_titles(tmp_path: Path) -> None:
     """A folder of documents that all open with "## Summary" no longer lists them all as "Summary"."""
     root = tmp_path / "lib"
