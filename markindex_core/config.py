@@ -92,6 +92,8 @@ LINK_PENALTY = 0.3  # a candidate that is a table of contents loses this much: �
 CONTENTS_LINK_SHARE = 0.6  # … a share of its characters this large links to its own headings
 TITLE_MATCH_DEPTH = 20  # the best candidates whose own section title is compared with the query …
 TITLE_MATCH_WEIGHT = 0.12  # … each raised by this × (title precision × √recall), IDF-weighted
+QUANTITY_DEPTH = 20  # for an English question asking for a quantity, the best candidates …
+QUANTITY_WEIGHT = 0.15  # … that state a number are raised by this much
 TERM_RARITY_CACHE = 50_000  # words whose passage IDF a searcher keeps (then starts over)
 
 # ----- Passages: the evidence units (passages.py) ------------------------------------------------

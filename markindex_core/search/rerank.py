@@ -15,6 +15,10 @@ candidates only, so the cost stays bounded whatever the size of the library:
   merely mentions a question's topic ranks beside the section whose own title *is* that topic.
   Among the best TITLE_MATCH_DEPTH candidates, a passage whose section title is mostly words of
   the question (and names a good part of them) is raised (`by_title`).
+- Answer type: a question that asks for a quantity (how many, how long, the maximum, the
+  default) is answered by a passage that states one, and BM25 cannot tell a passage with a number
+  from one without. Among the best QUANTITY_DEPTH candidates those that state a number are
+  raised (`by_quantity`).
 """
 
 from __future__ import annotations
@@ -29,6 +33,8 @@ from markindex_core.config import (
     DOC_EVIDENCE_PASSAGES,
     DOC_WEIGHT,
     LINK_PENALTY,
+    QUANTITY_DEPTH,
+    QUANTITY_WEIGHT,
     RERANK_DEPTH,
     TITLE_MATCH_DEPTH,
     TITLE_MATCH_WEIGHT,
@@ -43,6 +49,17 @@ _REFERENCES = re.compile(
     r"(?:references?|reference materials?|see also|further reading|bibliography|external links"
     r"|related (?:links|resources|documents)|参考(?:文献|资料)?|相关(?:链接|文档|资料)|延伸阅读)",
     re.IGNORECASE,
+)
+# An English question that asks for a quantity: a count, a duration, a size, a bound, a default.
+_ASKS_QUANTITY = re.compile(
+    r"\b(?:how (?:many|much|long|often|large|big|small|old|far|soon|frequently)"
+    r"|maximum|minimum|max|min|default|limit|timeout|percent(?:age)?|number of|size of"
+    r"|at most|at least|up to)\b",
+    re.IGNORECASE,
+)
+# Numbers that state nothing: an ordered list item's or a heading's own number.
+_ITEM_NUMBER = re.compile(
+    r"^[ \t]*(?:\d+[.)]|#{1,6}[ \t]+\d+(?:\.\d+)*\.?)[ \t]", re.MULTILINE
 )
 
 
@@ -162,3 +179,40 @@ def title_match(
         return 0.0
     total = sum(map(rarity, words))
     return shared / total * math.sqrt(shared / asked_weight) if total and asked_weight else 0.0
+
+
+def asks_quantity(question: str) -> bool:
+    """Whether an English question asks for a quantity. Chinese questions are left out: measured
+    with them (多少, 几天, 最长 …), Chinese hit@1 fell by a question on one half, nothing rose;
+    nearly every Chinese statute passage states some number (deadlines, articles, amounts)."""
+    return question.isascii() and _ASKS_QUANTITY.search(question) is not None
+
+
+def states_quantity(text: str) -> bool:
+    """Whether a passage states a number (a list item's or a heading's own number is none)."""
+    return any(ch.isdigit() for ch in _ITEM_NUMBER.sub("", text))
+
+
+def by_quantity(
+    ranked: list[tuple[float, int]],
+    texts: Callable[[list[int]], dict[int, str]],
+    question: str,
+) -> list[tuple[float, int]]:
+    """`ranked` again, each of its first QUANTITY_DEPTH passages that states a number raised by
+    QUANTITY_WEIGHT when the question asks for a quantity (`asks_quantity`).
+
+    Measured on the dev questions (eval/tune_rank.py): the 101 older ones unchanged at every
+    weight from 0.15 to 0.4; the 45 harder English ones (extra2) gain one question on each half
+    (odd hit@5 52.2% -> 56.5%, even hit@1 18.2% -> 22.7%), nothing lower. At depth 40 the odd
+    half's hit@1 falls by one.
+    """
+    head = ranked[:QUANTITY_DEPTH]
+    if not head or QUANTITY_WEIGHT <= 0 or not asks_quantity(question):
+        return ranked
+    text_of = texts([pid for _, pid in head])
+    rescored = [
+        (score + (QUANTITY_WEIGHT if states_quantity(text_of.get(pid, "")) else 0.0), pid)
+        for score, pid in head
+    ]
+    rescored.sort(reverse=True)  # raised only: the head stays above the tail
+    return rescored + ranked[QUANTITY_DEPTH:]

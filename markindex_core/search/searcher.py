@@ -35,7 +35,7 @@ from markindex_core.config import (
     TERM_RARITY_CACHE,
 )
 from markindex_core.search.evidence import is_prose
-from markindex_core.search.rerank import by_document, by_title, demote_contents
+from markindex_core.search.rerank import by_document, by_quantity, by_title, demote_contents
 from markindex_core.store.db import Store, connect
 from markindex_core.store.outline import title_path
 from markindex_core.store.search_queries import PassageScore, Scope, SearchQueries
@@ -169,10 +169,10 @@ class Searcher:
             self.queries.matching_nodes(" AND ".join(exprs), scope) if len(groups) > 1 else None
         )
         if strict_nodes is None or len(strict_nodes) >= min(STRICT_ENOUGH, limit):
-            hits = self._rank(ranking, strict_nodes, scope, limit, terms, asked)
+            hits = self._rank(query, ranking, strict_nodes, scope, limit, terms, asked)
             mode, notice = "strict", ""
         else:  # sections with every word still come first
-            hits = self._rank(ranking, None, scope, limit, terms, asked, boost=strict_nodes)
+            hits = self._rank(query, ranking, None, scope, limit, terms, asked, boost=strict_nodes)
             mode, notice = "relaxed", _relaxed_notice(len(strict_nodes), len(groups))
         if not hits:
             hits, extra = self._substring(query, scope, limit)
@@ -207,6 +207,7 @@ class Searcher:
 
     def _rank(
         self,
+        query: str,
         match: str,
         allowed: set[int] | None,
         scope: Scope,
@@ -229,6 +230,7 @@ class Searcher:
         ranked = by_document(ranked, {pid: p.doc_id for pid, p in passages.items()})
         self._rarity.renew()
         ranked = by_title(ranked, titles, asked, self._rarity)
+        ranked = by_quantity(ranked, texts, query)
         prose = _ProseCheck(texts)
         chosen = _choose(ranked, passages, node_scores, top_node, limit, prose)
         hits = (self._hit(pick, terms) for pick in chosen)
@@ -307,7 +309,7 @@ class Searcher:
         if not found:
             return [], []
         match = " OR ".join(_quote(t) for t in dict.fromkeys(found))
-        return self._rank(match, None, scope, limit, found, set(found)), found[:10]
+        return self._rank(query, match, None, scope, limit, found, set(found)), found[:10]
 
 
 @dataclass(frozen=True)

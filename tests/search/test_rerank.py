@@ -4,14 +4,21 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
+from markindex_core.config import QUANTITY_DEPTH, QUANTITY_WEIGHT
 from markindex_core.library import Library
+from markindex_core.search import rerank
 from markindex_core.search.rerank import (
+    asks_quantity,
     by_document,
+    by_quantity,
     by_title,
     demote_contents,
     document_evidence,
     is_contents,
     is_references,
+    states_quantity,
     title_match,
 )
 
@@ -218,4 +225,65 @@ def test_word_rarity_follows_the_index_as_it_changes(tmp_path: Path) -> None:
     lib.index()
     lib.search("gardening")
     assert lib.searcher() is searcher and searcher._rarity("zebra") > 0
+    lib.close()
+
+
+def test_questions_that_ask_for_a_quantity() -> None:
+    for q in (
+        "How many replicas may a region have?",
+        "how long is a token valid",
+        "the default timeout of the exporter",
+        "What is the maximum name length?",
+    ):
+        assert asks_quantity(q), q
+    for q in ("Which fields does a span carry?", "why is the token rotated", "最长能拖多久？"):
+        assert not asks_quantity(q), q  # Chinese questions are left out (measured: no gain)
+
+
+def test_a_passage_states_a_quantity_unless_its_only_numbers_number_items() -> None:
+    assert states_quantity("A snapshot is kept for 35 days.")
+    assert states_quantity("Set it to v2 or later.")
+    assert not states_quantity("1. Stop the server.\n2) Copy the files.\n## 3 Restart")
+    assert not states_quantity("No number here.")
+
+
+def test_a_quantity_question_raises_the_head_passages_that_state_a_number() -> None:
+    ranked = [(1.0, 1), (0.9, 2), (0.8, 3)] + [(0.5 - i / 1000, 10 + i) for i in range(30)]
+    text = {1: "Retention is set by the operator.", 2: "Kept for 35 days.", 3: "None."}
+    text |= {10 + i: "Kept 9 days." for i in range(30)}
+
+    def texts(ids: list[int]) -> dict[int, str]:
+        assert len(ids) <= QUANTITY_DEPTH  # only the head is read
+        return {pid: text[pid] for pid in ids}
+
+    out = by_quantity(ranked, texts, "how long is a snapshot kept")
+    assert [pid for _, pid in out[:3]] == [2, 1, 3]
+    assert {pid: s for s, pid in out}[2] == pytest.approx(0.9 + QUANTITY_WEIGHT)
+    assert out[QUANTITY_DEPTH:] == ranked[QUANTITY_DEPTH:]  # the tail keeps its scores and order
+    assert by_quantity(ranked, texts, "who keeps the snapshot") == ranked
+
+
+def test_search_raises_the_passage_that_states_the_quantity_asked_for(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "lib"
+    root.mkdir()
+    (root / "ops.md").write_text(
+        "# Operations\n\n## Snapshot retention\n\nSnapshot retention is set by the operator each"
+        f" year.\n\n{_filler(1)}\n\n## Snapshots\n\nA snapshot is kept for 35 days, then"
+        f" deleted.\n\n{_filler(2)}\n",
+        encoding="utf-8",
+    )
+    lib = _indexed_with_notes(root)
+
+    def scores(question: str) -> dict[str, float]:
+        return {h.title_path[-1]: h.score for h in lib.search(question).hits}
+
+    with_type = scores("how long is a snapshot retained")
+    plain_question = scores("is a snapshot retained")
+    monkeypatch.setattr(rerank, "QUANTITY_WEIGHT", 0.0)
+    without = scores("how long is a snapshot retained")
+    assert with_type["Snapshots"] == pytest.approx(without["Snapshots"] + QUANTITY_WEIGHT, abs=2e-4)
+    assert with_type["Snapshot retention"] == without["Snapshot retention"]  # no number in it
+    assert plain_question == scores("is a snapshot retained")  # not a quantity question
     lib.close()
