@@ -19,7 +19,8 @@ MAX_VALUE_CHARS = 120
 
 
 def _value(v: Any) -> str:
-    s = printable(v) if isinstance(v, str) else json.dumps(v, ensure_ascii=False)
+    # JSON escapes C0 controls but leaves DEL, C1 (a CSI) and bidi controls raw: escape it too.
+    s = printable(v if isinstance(v, str) else json.dumps(v, ensure_ascii=False))
     return s if len(s) <= MAX_VALUE_CHARS else s[: MAX_VALUE_CHARS - 1] + "…"
 
 

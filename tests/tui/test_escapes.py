@@ -126,3 +126,32 @@ def test_preview_lines_keep_tabs_and_escape_the_rest() -> None:
     from markindex_tui.widgets.lines_view import shown_line
 
     assert shown_line("\tcode\x1b[2J\x07 中文") == "\tcode\\x1b[2J\\x07 中文"
+
+
+BIDI_OR_C1 = re.compile("[\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+async def test_front_matter_lists_and_maps_are_escaped_too(tmp_path: Path) -> None:
+    """Non-string front matter values were shown as JSON, which leaves DEL, C1 controls (a CSI)
+    and bidi overrides raw: `tags: ["\\u202e..."]` reordered the panel's text."""
+    root = tmp_path / "lib"
+    root.mkdir()
+    (root / "fm.md").write_text(
+        "---\n"
+        'tags: ["rtl \\u202egpj.exe", "c1 \\x9b31m red", "del \\x7f"]\n'
+        'meta: {"k": "iso \\u2066x\\u2069"}\n'
+        "---\n# Front\n\nbody\n",
+        encoding="utf-8",
+    )
+    Library(root).index()
+    app = make_app(root)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await settle(pilot)
+        await pilot.press("down")  # fm.md: its metadata with the front matter
+        await settle(pilot)
+        info = plain(app.screen.query_one(DocInfoPanel).query_one(Static).content)
+        screen = app.export_screenshot()
+    assert "tags" in info and "meta" in info
+    assert BIDI_OR_C1.findall(info) == [] and BIDI_OR_C1.findall(screen) == []
+    assert "\\u202egpj.exe" in info and "\\x9b31m" in info and "\\x7f" in info
+    assert "\\u2066x\\u2069" in info
