@@ -13,16 +13,22 @@ from markindex_core.text.safe import printable
 from markindex_tui.data import Preview
 from markindex_tui.settings import TUI_PREVIEW_LINE_CHARS
 
+# `printable` escapes every other character `str.splitlines` breaks at; the text area splits its
+# rows with it, so one of these would show one line of the file as two numbered rows.
+_LINE_BREAKS = str.maketrans({"\u2028": "\\u2028", "\u2029": "\\u2029"})
+
 
 def shown_line(line: str, limit: int = TUI_PREVIEW_LINE_CHARS) -> str:
     """A document line as the terminal may show it: tabs stay, other control characters are
     escaped (an ESC in a file must not clear the screen or write the clipboard), and a line
     longer than `limit` is cut with a note of what was left out (laying out a 1 MB line
-    blocked the app for seconds on every highlight)."""
+    blocked the app for seconds on every highlight). The Unicode line and paragraph separators
+    are escaped too: each line of the file is one row, under its own number."""
     cut = ""
     if len(line) > limit:
         line, cut = line[:limit], f" … [{len(line) - limit:,} more characters on this line]"
-    return "\t".join(printable(part) for part in line.split("\t")) + cut
+    shown = "\t".join(printable(part) for part in line.split("\t"))
+    return shown.translate(_LINE_BREAKS) + cut
 
 
 class LinesView(TextArea):

@@ -155,3 +155,26 @@ async def test_front_matter_lists_and_maps_are_escaped_too(tmp_path: Path) -> No
     assert BIDI_OR_C1.findall(info) == [] and BIDI_OR_C1.findall(screen) == []
     assert "\\u202egpj.exe" in info and "\\x9b31m" in info and "\\x7f" in info
     assert "\\u2066x\\u2069" in info
+
+
+async def test_unicode_line_separators_do_not_shift_the_line_numbers(tmp_path: Path) -> None:
+    """The preview's text area splits rows with `str.splitlines`, which also breaks at U+2028 and
+    U+2029: a line holding one took two rows, and every later line was shown under the number
+    of the line before it. They are shown as escapes, one row per line of the file."""
+    root = tmp_path / "lib"
+    root.mkdir()
+    body = "# Seps\n\nbefore\u2028after\n\npara\u2029graph\n\nzqlast line\n"
+    (root / "seps.md").write_text(body, encoding="utf-8")
+    Library(root).index()
+    app = make_app(root)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await settle(pilot)
+        await pilot.press("down")  # seps.md: all its lines
+        await settle(pilot)
+        lines = app.screen.query_one(LinesView)
+        file_lines = body.split("\n")[:-1]
+        assert lines.line_number_start == 1
+        assert lines.document.line_count == len(file_lines) == 7
+        assert lines.document.get_line(6) == "zqlast line"  # row 6 is line 7, as in the file
+        assert lines.document.get_line(2) == "before\\u2028after"
+        assert lines.document.get_line(4) == "para\\u2029graph"
