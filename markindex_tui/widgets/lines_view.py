@@ -58,6 +58,7 @@ class LinesView(TextArea):
             **kwargs,
         )
         self.shown: Preview | None = None
+        self._shows = 0  # previews shown so far: a scroll scheduled for an earlier one is dropped
         self._asked = False
 
     def on_mount(self) -> None:
@@ -89,6 +90,7 @@ class LinesView(TextArea):
         """Load `p`'s lines; select `focus` (first, last line) and bring it into view."""
         scroll = self.scroll_offset
         self.shown = p
+        self._shows += 1
         self._asked = False
         rows = [shown_line(line) for line in p.lines]
         self.load_text("\n".join(rows))
@@ -99,12 +101,18 @@ class LinesView(TextArea):
             r0 = min(max(focus[0] - p.start, 0), last_row)
             r1 = min(max(focus[1] - p.start, r0), last_row)
             self.selection = Selection((r1, len(rows[r1])), (r0, 0))
-            self.call_after_refresh(self._scroll_to_row, r0)
+            self.call_after_refresh(self._scroll_to_row, self._shows, r0)
         elif keep_scroll:
-            self.call_after_refresh(self.scroll_to, scroll.x, scroll.y, animate=False)
+            self.call_after_refresh(self._scroll_back, self._shows, scroll.x, scroll.y)
         else:
             self.scroll_home(animate=False)
 
-    def _scroll_to_row(self, row: int) -> None:
+    def _scroll_back(self, shows: int, x: float, y: float) -> None:
+        if shows == self._shows:  # (not a later preview: it starts at its own place)
+            self.scroll_to(x, y, animate=False)
+
+    def _scroll_to_row(self, shows: int, row: int) -> None:
+        if shows != self._shows or row >= self.document.line_count:
+            return  # another preview replaced it before this refresh: keep that one's place
         y = self.wrapped_document.location_to_offset((row, 0)).y
         self.scroll_to(y=max(0, y - 2), animate=False)

@@ -281,3 +281,31 @@ async def test_a_frozen_daemon_is_shown_as_not_updating(tmp_path: Path) -> None:
     finally:
         os.kill(daemon.proc.pid, signal.SIGCONT)
         assert daemon.stop() == 0, daemon.log
+
+
+async def test_a_preview_replaced_before_it_scrolled_to_its_passage(tmp_path: Path) -> None:
+    """Showing a cited passage scrolls to it after the next refresh; when another preview (a
+    refresh of the index, the next highlight) replaced it first, that scroll looked up a row of
+    the old text in the new one and the app died with a ValueError traceback."""
+    from markindex_tui import data
+    from markindex_tui.widgets.lines_view import LinesView
+
+    root = tmp_path / "lib"
+    root.mkdir()
+    (root / "long.md").write_text(
+        "# Long\n\n" + "".join(f"line {i}\n" for i in range(400)), encoding="utf-8"
+    )
+    (root / "short.md").write_text("# Short\n\nbody\n", encoding="utf-8")
+    lib = Library(root)
+    lib.index()
+    app = make_app(root)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        view = app.screen.query_one(LinesView)
+        long_p = data.preview(lib, data.Ref("document", "long.md"), None)
+        short_p = data.preview(lib, data.Ref("document", "short.md"), None)
+        view.show(long_p, focus=(250, 252))  # scrolls to row 249 after the next refresh…
+        view.show(short_p)  # …but three rows are shown by then
+        await settle(pilot)
+        assert view.text == "# Short\n\nbody" and view.scroll_y == 0
+    assert app.return_code in (None, 0)
