@@ -130,6 +130,7 @@ class Preview:
     documents: int = 0  # folders: documents below
     folder: FolderPage | None = None  # folders: the first page of their own documents
     summary: str | None = None  # nodes: the model-written summary, when the index has one
+    own: tuple[int, int] | None = None  # nodes: their own lines (first, last), as indexed now
 
     @property
     def cut(self) -> bool:
@@ -192,7 +193,7 @@ def preview(
     if info is None:
         return Preview(ref, None)
     doc = info.doc
-    summary = None
+    summary, own = None, None
     if ref.kind == "document":
         start, end, title = 1, int(doc["line_count"]), str(doc["title"])
     else:
@@ -200,13 +201,13 @@ def preview(
         if node is None:
             return Preview(ref, info)
         start, end, title = node["start_line"], node["subtree_end"], str(node["title"] or "")
-        summary = node["summary"]
+        summary, own = node["summary"], (int(node["start_line"]), int(node["end_line"]))
     first = start
     if focus is not None and focus[1] > start + max_lines - 1:
         first = max(start, focus[0] - 10)
     last = min(end, first + max_lines - 1)
     lines = lib.store.read_lines(doc["id"], first, last)
-    return Preview(ref, info, first, lines, end, title, summary=summary)
+    return Preview(ref, info, first, lines, end, title, summary=summary, own=own)
 
 
 def folder_page(

@@ -37,11 +37,13 @@ IndexVersion = tuple[FileId | None, int]
 
 @dataclass(frozen=True)
 class FoundPassage:
-    """The search hit last jumped to: its tree entry, passage lines and citation."""
+    """The search hit last jumped to: its tree entry, passage lines and citation, and the
+    section's own lines when it was found (the passage holds only while they do)."""
 
     key: tuple[str, str, str]
     lines: tuple[int, int]
     citation: str
+    section: tuple[int, int]
 
 
 class BrowseScreen(Screen[None]):
@@ -102,9 +104,15 @@ class BrowseScreen(Screen[None]):
     async def load_preview(self, ref: Ref, keep_scroll: bool = False) -> None:
         """Read only this entry's lines in a thread; a newer highlight cancels this one."""
         t0 = time.perf_counter()
-        focus = self._hit.lines if self._hit is not None and self._hit.key == ref.key else None
+        hit = self._hit if self._hit is not None and self._hit.key == ref.key else None
+        focus = hit.lines if hit is not None else None
         cached = self._info_cache.get(ref.doc_path or "")
         p = await asyncio.to_thread(data.preview, self.mapp.lib, ref, cached, focus)
+        if hit is not None and p.own != hit.section:
+            # The document changed since the search: its passage and citation no longer hold.
+            self._hit, focus = None, None
+            self._passage_gone(ref.path, "the section moved")
+            p = await asyncio.to_thread(data.preview, self.mapp.lib, ref, p.info)
         if p.info is not None:
             self._info_cache[p.info.doc["path"]] = p.info
         self.query_one(DocInfoPanel).show(p)
@@ -179,12 +187,29 @@ class BrowseScreen(Screen[None]):
     async def jump_to(self, hit: Hit) -> None:
         """Open the tree down to the hit's node and select its passage in the preview."""
         key = ("node", hit.doc_path, hit.node_id)
-        self._hit = FoundPassage(key, (hit.passage_start, hit.passage_end), hit.citation)
+        self._hit = FoundPassage(
+            key,
+            (hit.passage_start, hit.passage_end),
+            hit.citation,
+            (hit.start_line, hit.end_line),
+        )
         tree = self.query_one(LibraryTree)
         node = await tree.reveal(hit.doc_path, hit.node_id)
         tree.focus()
+        if node is None or node.data is None or node.data.ref.key != key:
+            self._hit = None  # the document or the section is gone: the closest entry is shown
+            self._passage_gone(hit.doc_path, "that section is no longer in the index")
         if node is not None and node.data is not None:
             self.load_preview(node.data.ref)
+
+    def _passage_gone(self, doc_path: str, what: str) -> None:
+        self.notify(
+            f"{printable(doc_path)} changed since the search ({what}): showing it as it is"
+            " now; search again for the passage",
+            title="search result out of date",
+            severity="warning",
+            markup=False,
+        )
 
     # ----- citation -----------------------------------------------------------------------------
     def citation(self) -> str | None:

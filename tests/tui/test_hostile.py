@@ -309,3 +309,71 @@ async def test_a_preview_replaced_before_it_scrolled_to_its_passage(tmp_path: Pa
         await settle(pilot)
         assert view.text == "# Short\n\nbody" and view.scroll_y == 0
     assert app.return_code in (None, 0)
+
+
+FILLER = " ".join(f"word{j}" for j in range(400))  # big enough not to be merged into its parent
+
+
+def _two_sections(intro_lines: int) -> str:
+    intro = "".join(f"intro {i}\n" for i in range(intro_lines))
+    return f"# Top\n\n{intro}\n## Sub\n\nzebra {FILLER}\n\n## Other\n\nquagga {FILLER}\n"
+
+
+async def test_a_result_whose_section_moved_since_the_search(tmp_path: Path) -> None:
+    """The document was re-indexed between the search and enter: its section kept its id but
+    moved down. The app selected the old line numbers and `c` copied the old citation, which
+    names lines that now hold something else. Now it says so and cites the section as it is."""
+    from markindex_tui.screens.browse import BrowseScreen
+    from markindex_tui.screens.search import SearchScreen
+    from markindex_tui.widgets.lines_view import LinesView
+
+    root = tmp_path / "lib"
+    root.mkdir()
+    doc = root / "a.md"
+    doc.write_text(_two_sections(1), encoding="utf-8")
+    lib = Library(root)
+    lib.index()
+    app = make_app(root)
+    async with app.run_test(size=(100, 30), notifications=True) as pilot:
+        await settle(pilot)
+        await pilot.press("slash", *"zebra")
+        await settle(pilot)
+        search = app.screen
+        assert isinstance(search, SearchScreen) and search.result is not None
+        old = search.result.hits[0]
+        doc.write_text(_two_sections(21), encoding="utf-8")  # Sub is 20 lines further down
+        lib.index()
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: any("changed since the search" in t for t in toasts(app)))
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, BrowseScreen)
+        ref = screen.query_one(LibraryTree).selected_ref()
+        assert ref is not None and ref.key == ("node", "a.md", old.node_id)
+        lines = doc.read_text(encoding="utf-8").split("\n")
+        assert ref.start == lines.index("## Sub") + 1 == old.start_line + 20
+        assert screen.citation() == f"[a.md, L{ref.start}-{ref.end}]" != old.citation
+        view = screen.query_one(LinesView)
+        assert view.selection.is_empty and view.line_number_start == ref.start
+
+
+async def test_a_result_whose_document_was_deleted_since_the_search(tmp_path: Path) -> None:
+    root = tmp_path / "lib"
+    root.mkdir()
+    doc = root / "a.md"
+    doc.write_text(_two_sections(1), encoding="utf-8")
+    (root / "b.md").write_text("# B\n\nbody\n", encoding="utf-8")
+    lib = Library(root)
+    lib.index()
+    app = make_app(root)
+    async with app.run_test(size=(100, 30), notifications=True) as pilot:
+        await settle(pilot)
+        await pilot.press("slash", *"zebra")
+        await settle(pilot)
+        doc.unlink()
+        lib.index()
+        await pilot.press("enter")  # before: nothing happened, not a word why
+        await wait_until(pilot, lambda: any("no longer in the index" in t for t in toasts(app)))
+        await settle(pilot)
+        assert app.screen.citation() is None  # type: ignore[attr-defined]
+    assert app.return_code in (None, 0)
