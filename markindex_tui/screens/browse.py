@@ -24,6 +24,7 @@ from markindex_tui import data
 from markindex_tui.context import AppContext
 from markindex_tui.data import DocMeta, Ref
 from markindex_tui.failures import report_failure
+from markindex_tui.screens.build import BuildStopped, stop_when_cancelled
 from markindex_tui.screens.search import SearchScreen, scopes_for
 from markindex_tui.settings import TUI_POLL_SECONDS, TUI_WRITER_POLL_SECONDS
 from markindex_tui.widgets.doc_info import DocInfoPanel
@@ -286,7 +287,9 @@ class BrowseScreen(Screen[None]):
             self.app.call_from_thread(self.notify, "the watcher keeps the index current")
             return
         try:
-            report = self.mapp.lib.index()
+            report = self.mapp.lib.index(progress=stop_when_cancelled())
+        except BuildStopped:
+            return  # the app is quitting
         except MarkindexError as exc:
             self.app.call_from_thread(
                 self.notify, printable(exc.message), severity="error", markup=False

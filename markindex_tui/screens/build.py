@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import ClassVar
 
 from rich.text import Text
@@ -12,12 +13,34 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import Button, Footer, ProgressBar, Static
-from textual.worker import Worker
+from textual.worker import Worker, get_current_worker
 
 from markindex_core.errors import MarkindexError
 from markindex_core.library import Library
 from markindex_core.text.safe import printable
 from markindex_tui.failures import describe, failure
+
+Progress = Callable[[int, int, str], None]  # (files done, files in all, path): `Library.index`'s
+
+
+class BuildStopped(Exception):
+    """Raised in the indexing thread, at its next file, once the app is quitting."""
+
+
+def stop_when_cancelled(on_progress: Progress | None = None) -> Progress:
+    """A progress callback for `Library.index` in a thread worker that ends the run once the
+    worker is cancelled (the app quits): the event loop waits for its threads, so a build left
+    running kept the terminal hanging until every file was read. What was written stays
+    consistent; the next run completes it."""
+    worker = get_current_worker()
+
+    def progress(done: int, total: int, path: str) -> None:
+        if worker.is_cancelled:
+            raise BuildStopped
+        if on_progress is not None:
+            on_progress(done, total, path)
+
+    return progress
 
 
 def shown_path(lib: Library) -> str:
@@ -110,7 +133,9 @@ class BuildScreen(Screen[bool]):
     @work(thread=True, exclusive=True, group="build", exit_on_error=False)
     def build(self) -> None:
         try:
-            report = self.lib.index(progress=self._on_progress)
+            report = self.lib.index(progress=stop_when_cancelled(self._on_progress))
+        except BuildStopped:
+            return  # the app is quitting
         except MarkindexError as exc:
             self.app.call_from_thread(self._failed, exc)
             return

@@ -377,3 +377,34 @@ async def test_a_result_whose_document_was_deleted_since_the_search(tmp_path: Pa
         await settle(pilot)
         assert app.screen.citation() is None  # type: ignore[attr-defined]
     assert app.return_code in (None, 0)
+
+
+async def test_quitting_during_the_first_build_stops_it(tmp_path: Path) -> None:
+    """The build runs in a thread the event loop waits for when the app ends: quitting while a
+    big library was being indexed left the terminal hanging until every file was read. The
+    build now stops at the next file once the app is quitting (what was written is kept, the
+    next run completes it)."""
+    import asyncio
+
+    root = tmp_path / "lib"
+    root.mkdir()
+    total = 1500
+    body = "words and more words 数据安全 " * 100
+    for i in range(total):
+        (root / f"d{i:04d}.md").write_text(f"# Doc {i}\n\n{body}\n", encoding="utf-8")
+    app = make_app(root)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, BuildScreen)
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: screen._progress[0] > 0)
+        await pilot.press("q")  # ignored by the build screen while it builds…
+        await pilot.press("ctrl+q")  # …the app's quit is not
+    # What the process does before it can end: wait for the executor's threads (the build).
+    await asyncio.get_running_loop().shutdown_default_executor()
+    lib = Library(root)
+    built = lib.store.count_documents() if lib.has_index() else 0
+    assert built < total
+    assert lib.index().added  # the next run completes the work
+    assert lib.store.count_documents() == total
