@@ -26,6 +26,7 @@ from markindex_core.errors import (
     OtherLibrary,
     ReadOnlyLibrary,
 )
+from markindex_core.store import runs
 from markindex_core.store.db import Store, check_replaceable
 from markindex_core.store.files import file_id, os_error, remove_db_files, write_error
 
@@ -162,8 +163,19 @@ class Library:
         return self._build_pending.is_set()
 
     def freshness_warning(self) -> str | None:
-        """Why the live index of this process is not keeping up with the folder, if it is not."""
-        return self.live_warning() if self.live_warning is not None else None
+        """Why the index does not keep up with the folder, if it does not: the live index of
+        this process says, else an index run that stopped before its end (`store.runs`)."""
+        warning = self.live_warning() if self.live_warning is not None else None
+        return warning or self.unfinished_run_warning()
+
+    def unfinished_run_warning(self) -> str | None:
+        """`store.runs.unfinished_warning` when the last index run stopped before its end."""
+        try:
+            mark = self.store.get_meta(runs.UNFINISHED_RUN)
+        except (MarkindexError, apsw.Error):
+            return None  # no readable index: the caller says so its own way
+        run = runs.unfinished_run(mark, self.db_path)
+        return runs.unfinished_warning(run) if run is not None else None
 
     def report_damage(self, detail: str) -> None:
         """A read met a damaged index (see `on_damage`)."""

@@ -14,6 +14,7 @@ from typing import Any, Literal
 from markindex_core.config import DESCRIPTION_PREVIEW_CHARS, TOOL_TITLE_CHARS
 from markindex_core.library import Library
 from markindex_core.serve.status import daemon_warning, read_status
+from markindex_core.store.runs import unfinished_warning
 from markindex_core.tools.page import preview as cut
 from markindex_tui.settings import TUI_FOLDER_VIEW_PAGE, TUI_PREVIEW_MAX_LINES
 
@@ -242,6 +243,8 @@ def status(lib: Library) -> Status:
     """Index totals and who writes it, via the core's `read_status` (shared with the CLI)."""
     info = read_status(lib)
     stale = daemon_warning(info["daemon"])  # also a frozen daemon that holds the lock
+    if stale is None and info["unfinished_run"]:
+        stale = unfinished_warning(info["unfinished_run"])  # a run killed or stopped midway
     if info["daemon_writing"]:
         writer = "daemon"
     elif info["writer_locked"]:

@@ -138,7 +138,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
     lib = open_library(args)
     st = read_status(lib)
-    code = 1 if not st["indexed"] else 2 if st["not_updating"] else 0
+    code = 1 if not st["indexed"] else 2 if st["not_updating"] or st["unfinished_run"] else 0
     if args.json:
         emit_json(st)
         return code
@@ -172,6 +172,10 @@ def _print_index(out: Console, st: dict[str, Any]) -> None:
     out.print(f"last indexed {_ago(st['last_index_at'])}" + (f" in {secs:.2f} s" if secs else ""))
     if st.get("indexed_root") not in (None, st["root"]):
         out.print(f"[yellow]the index of another folder: {_escape(st['indexed_root'])}[/]")
+    if st.get("unfinished_run"):
+        from markindex_core.store.runs import unfinished_warning
+
+        out.print(f"[yellow]{_escape(unfinished_warning(st['unfinished_run']))}[/]")
     if st.get("rebuild_due"):
         out.print(
             f"[yellow]built by another version of markindex ({_escape(st['rebuild_due'])}): "

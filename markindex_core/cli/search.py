@@ -62,7 +62,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     from markindex_core.serve.status import daemon_states, daemon_warning
 
     # A live daemon that is not keeping the index current: said with the results.
-    warning = daemon_warning(daemon_states(lib.db_path)[0])
+    warning = daemon_warning(daemon_states(lib.db_path)[0]) or lib.unfinished_run_warning()
     if args.json:
         emit_json({**result.to_json(), **({"warning": warning} if warning else {})})
         return 0 if result.hits else 1

@@ -59,6 +59,7 @@ from markindex_core.index.workers import (
 )
 from markindex_core.index.writer import RunWriter
 from markindex_core.model import DocumentRows, ParsedDocument, SkippedFile
+from markindex_core.store import runs
 from markindex_core.store.db import DocState, Store
 from markindex_core.store.lock import WriterLock
 from markindex_core.store.rebuild import build_afresh, discard_leftover, rebuild_beside
@@ -246,6 +247,9 @@ class Indexer:
                 report.unchanged += 1
                 continue
             todo.append(rel)
+        mine = bool(todo) and (wanted is None or self.store.get_meta(runs.UNFINISHED_RUN) is None)
+        if mine:  # said by status and every answer if the run never gets to its end
+            self.store.set_meta(runs.mark(len(todo)))
         self._build(todo, files, states, report, progress, rebuilt, skipped)
         report.scope = wanted
         report.unreadable = sorted(unreadable)
@@ -255,7 +259,10 @@ class Indexer:
             {
                 "last_index_at": f"{time.time():.3f}",
                 "last_index_seconds": f"{report.seconds:.3f}",
-            }
+            },
+            # A whole-library run leaves nothing of an earlier unfinished one to do; a run of a
+            # few paths closes only its own mark.
+            drop=[runs.UNFINISHED_RUN] if mine or wanted is None else [],
         )
         return report
 

@@ -58,9 +58,7 @@ _ASKS_QUANTITY = re.compile(
     re.IGNORECASE,
 )
 # Numbers that state nothing: an ordered list item's or a heading's own number.
-_ITEM_NUMBER = re.compile(
-    r"^[ \t]*(?:\d+[.)]|#{1,6}[ \t]+\d+(?:\.\d+)*\.?)[ \t]", re.MULTILINE
-)
+_ITEM_NUMBER = re.compile(r"^[ \t]*(?:\d+[.)]|#{1,6}[ \t]+\d+(?:\.\d+)*\.?)[ \t]", re.MULTILINE)
 
 
 def by_document(

@@ -36,6 +36,7 @@ from markindex_core.config import (
 )
 from markindex_core.errors import MarkindexError
 from markindex_core.index.reading import Unreadable, open_regular, read_at_most
+from markindex_core.store import runs
 from markindex_core.store.db import Store
 from markindex_core.store.lock import WriterLock, lock_path_for, writer_active
 
@@ -269,6 +270,10 @@ def read_status(lib: Library) -> dict[str, Any]:
         daemon_writing (bool): a live daemon holds the writer lock.
         not_updating (bool): the daemon keeping the index live has stopped doing so (ended,
             frozen, or failing to write; see `not_updating`): `markindex status` exits 2.
+        unfinished_run ({at, files} | None): the last index run stopped before its end (killed,
+            Ctrl-C) while no writer runs now: it started at `at` (Unix time) with `files` to
+            write, and the index may lack or hold old versions of some (see `store.runs`);
+            `markindex status` exits 2 until a run of the whole library ends.
     """
     db = lib.db_path
     out: dict[str, Any] = {
@@ -286,6 +291,7 @@ def read_status(lib: Library) -> dict[str, Any]:
         "last_index_seconds": None,
         "rebuild_due": None,
         "indexed_root": None,
+        "unfinished_run": None,
     }
     if db.exists():
         try:
@@ -304,6 +310,7 @@ def read_status(lib: Library) -> dict[str, Any]:
 
                 out["rebuild_due"] = pending_rebuild(meta)
                 out["indexed_root"] = meta.get("root")
+                out["unfinished_run"] = runs.unfinished_run(meta.get(runs.UNFINISHED_RUN), db)
                 out["indexed"] = True
             finally:
                 store.close()

@@ -359,13 +359,15 @@ class Store:
         row = self.conn.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
         return str(row[0]) if row else default
 
-    def set_meta(self, values: dict[str, str]) -> None:
+    def set_meta(self, values: dict[str, str], *, drop: Iterable[str] = ()) -> None:
+        """Set `values` and delete the `drop` keys, in one transaction."""
         with self.conn:
             self.conn.executemany(
                 "INSERT INTO meta(key, value) VALUES(?, ?) "
                 "ON CONFLICT(key) DO UPDATE SET value=excluded.value",
                 list(values.items()),
             )
+            self.conn.executemany("DELETE FROM meta WHERE key=?", [(k,) for k in drop])
 
     def all_meta(self) -> dict[str, str]:
         return {str(k): str(v) for k, v in self.conn.execute("SELECT key, value FROM meta")}

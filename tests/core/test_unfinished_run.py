@@ -1,0 +1,113 @@
+"""An index run that stops before its end is said, until a run of the whole library ends.
+
+Such an index opens and what it holds is whole, but it may lack documents the run had still to
+add, and nothing else tells a user that: its document count looks like a finished index's.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from markindex_core.cli.main import main
+from markindex_core.index.indexer import Indexer, open_for_writing
+from markindex_core.library import Library
+from markindex_core.store.lock import WriterLock
+from markindex_core.tools.contract import call_tool_result
+
+from .helpers import make_library, write
+
+
+class Stop(Exception):
+    """What Ctrl-C or a terminal app that quits does to a run: it ends at the next file."""
+
+
+def stop_after(n: int):  # type: ignore[no-untyped-def]
+    def progress(done: int, total: int, path: str) -> None:
+        if done >= n:
+            raise Stop
+
+    return progress
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def interrupted_library(tmp_path: Path) -> tuple[Path, Path]:
+    """A library of 120 documents whose index has 20 of them, and a run to add the 100 others
+    that was stopped at its tenth file. (A first run stopped by an exception deletes the index it
+    began; one killed leaves it, marked the same way.)"""
+    root = make_library(tmp_path / "lib", 20)
+    db = tmp_path / "db" / "index.db"
+    Library(root, db).index(workers=0)
+    for i in range(100):
+        write(root, f"more/m{i}.md", f"# More {i}\n\nA document added later, number {i}.\n")
+    with pytest.raises(Stop):
+        Library(root, db).index(progress=stop_after(10), workers=0)
+    return root, db
+
+
+def test_a_run_stopped_midway_is_said_until_a_whole_run_ends(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root, db = interrupted_library(tmp_path)
+
+    code, out, _ = run(capsys, "status", str(root), "--db", str(db), "--json")
+    status = json.loads(out)
+    assert code == 2  # a health check learns that the index does not match the folder
+    assert 20 <= status["documents"] < 120
+    assert status["unfinished_run"]["files"] == 100 and status["unfinished_run"]["at"] > 0
+    code, out, _ = run(capsys, "status", str(root), "--db", str(db))
+    shown = " ".join(out.split())  # as wrapped to the terminal's width
+    assert code == 2 and "stopped before its end" in shown and "run `markindex index`" in shown
+
+    code, out, _ = run(capsys, "search", str(root), "document", "--db", str(db), "--json")
+    assert code == 0 and "stopped before its end" in json.loads(out)["warning"]
+    lib = Library(root, db)
+    text, ok = call_tool_result(lib, "search_documents", {"query": "document"})
+    assert ok and "stopped before its end" in json.loads(text)["warning"]
+
+    assert run(capsys, "index", str(root), "--db", str(db), "--json")[0] == 0
+    code, out, _ = run(capsys, "status", str(root), "--db", str(db), "--json")
+    assert code == 0 and json.loads(out)["unfinished_run"] is None
+    assert json.loads(out)["documents"] == 120
+    code, out, _ = run(capsys, "search", str(root), "document", "--db", str(db), "--json")
+    assert "warning" not in json.loads(out)
+    text, ok = call_tool_result(lib, "search_documents", {"query": "document"})
+    assert ok and "warning" not in json.loads(text)
+    lib.close()
+
+
+def test_a_run_of_a_few_paths_leaves_an_earlier_runs_mark(tmp_path: Path) -> None:
+    root, db = interrupted_library(tmp_path)
+    write(root, "doc0.md", "# Changed\n\nNew text.\n")
+    store, lock = open_for_writing(db)
+    try:
+        Indexer(root, store).run(paths=["doc0.md"])  # the daemon's path for one changed file
+    finally:
+        store.close()
+        lock.release()
+    lib = Library(root, db)
+    assert "stopped before its end" in (lib.unfinished_run_warning() or "")
+    lib.index(workers=0)
+    assert lib.unfinished_run_warning() is None
+    lib.close()
+
+
+def test_a_run_under_way_is_no_news(tmp_path: Path) -> None:
+    root, db = interrupted_library(tmp_path)
+    lib = Library(root, db)
+    writer = WriterLock(db)
+    assert writer.try_acquire()  # a run holds the lock while it writes: its mark is no warning
+    try:
+        assert lib.unfinished_run_warning() is None
+        assert lib.freshness_warning() is None
+    finally:
+        writer.release()
+    assert lib.unfinished_run_warning() is not None
+    lib.close()
