@@ -11,6 +11,8 @@ from markindex_core.config import EVAL_AGENT_CONCURRENCY, RETRIEVE_MAX_STEPS
 from markindex_core.errors import InvalidArgument
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from rich.table import Table
 
 
@@ -76,11 +78,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     lib = open_library(args)
     questions = load_questions(Path(q) for q in args.questions)
-    if args.out and (Path(args.out).is_dir() or not Path(args.out).parent.is_dir()):
-        raise InvalidArgument(  # said now, not after the whole evaluation has run
-            f"--out {args.out} cannot be written: it is a folder, or its folder does not exist",
-            "pass the path of a file in an existing folder",
-        )
+    if args.out:
+        _check_out(Path(args.out), lib.db_path)  # said now, not after the whole evaluation
     if args.mode == "routing":
         report = evaluate_routing(lib, questions)
     elif args.mode == "agent":
@@ -125,6 +124,28 @@ def cmd_eval(args: argparse.Namespace) -> int:
         "inside gold; prec hit: the same for the first hitting result[/]"
     )
     return 0
+
+
+def _check_out(out: Path, db_path: Path) -> None:
+    """Refuse an --out the report must not replace: a folder, the index or a file SQLite keeps
+    beside it, any SQLite database, or a Markdown document (a report written over a document of
+    the library, or over its index, destroys what it measures)."""
+    from markindex_core.config import MARKDOWN_SUFFIXES
+    from markindex_core.store.files import sqlite_header
+
+    hint = "pass the path of a new file (or of an earlier report), e.g. --out report.json"
+    if out.is_dir() or not out.parent.is_dir():
+        raise InvalidArgument(
+            f"--out {out} cannot be written: it is a folder, or its folder does not exist", hint
+        )
+    real = out.resolve()
+    index = db_path.resolve()
+    if real.parent == index.parent and real.name.startswith(index.name):
+        raise InvalidArgument(f"--out {out} is the index file (or one kept beside it)", hint)
+    if real.name.lower().endswith(MARKDOWN_SUFFIXES):
+        raise InvalidArgument(f"--out {out} names a Markdown document, not a report", hint)
+    if real.is_file() and sqlite_header(real):
+        raise InvalidArgument(f"--out {out} is an SQLite database, not a report", hint)
 
 
 def _print_routing(report: dict[str, Any]) -> None:

@@ -1,0 +1,75 @@
+"""Hostile option values and paths given to the command line: refused in one line before any
+work, never turned into a damaged index, a lost document or a process that hangs."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from markindex_core.store.db import Store
+
+from .helpers import REPO_ROOT, check_store_consistent, make_library
+
+
+def markindex(*argv: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "markindex_core", *argv],
+        cwd=REPO_ROOT,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+@pytest.fixture
+def indexed(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """A library, its index (in the default place) and a question file."""
+    root = make_library(tmp_path / "lib", 4)
+    done = markindex("index", str(root), "--json")
+    assert done.returncode == 0, done.stderr
+    questions = tmp_path / "q.jsonl"
+    record = {"id": "q1", "question": "doc", "lang": "en", "gold": [{"doc_path": "doc0.md"}]}
+    questions.write_text(json.dumps(record) + "\n", encoding="utf-8")
+    return root, root / ".markindex" / "index.db", questions
+
+
+@pytest.mark.parametrize(
+    "target", ["index.db", "index.db-wal", "index.db.lock", "doc0.md", "other.db"]
+)
+def test_eval_out_never_overwrites_the_index_a_document_or_a_database(
+    indexed: tuple[Path, Path, Path], target: str
+) -> None:
+    """`eval --out` wrote its JSON report over whatever it was given: over the index itself (every
+    later command then said it is not an SQLite database), or over a document of the library.
+    It now refuses, before running, any index file, SQLite database or Markdown file."""
+    root, db, questions = indexed
+    other = root.parent / "other.db"
+    Store(other).close()  # an index of nobody in particular: a database all the same
+    out = {
+        "doc0.md": root / "doc0.md",
+        "other.db": other,
+    }.get(target, db.with_name(target))
+    before = out.read_bytes() if out.exists() else None
+    res = markindex("eval", str(root), "--questions", str(questions), "--out", str(out), "--json")
+    assert res.returncode == 1 and res.stdout == "", res.stdout
+    error = json.loads(res.stderr.strip().splitlines()[-1])
+    assert error["code"] == "INVALID_INPUT" and "--out" in error["error"], error
+    assert error["hint"]
+    assert (out.read_bytes() if out.exists() else None) == before
+    assert check_store_consistent(db) == 4
+    assert markindex("search", str(root), "doc", "--json").returncode == 0
+
+
+def test_eval_out_still_writes_a_new_report(indexed: tuple[Path, Path, Path]) -> None:
+    root, _, questions = indexed
+    out = root.parent / "report.json"
+    res = markindex("eval", str(root), "--questions", str(questions), "--out", str(out), "--json")
+    assert res.returncode == 0, res.stderr
+    assert json.loads(out.read_text(encoding="utf-8"))["metrics"]
+    again = markindex("eval", str(root), "--questions", str(questions), "--out", str(out))
+    assert again.returncode == 0, again.stderr  # its own earlier report is replaced
