@@ -5,7 +5,14 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from markindex_core.cli.common import Subparsers, add_library_args, console, emit_json, open_library
+from markindex_core.cli.common import (
+    Subparsers,
+    add_library_args,
+    console,
+    emit_json,
+    int_between,
+    open_library,
+)
 from markindex_core.cli.retrieve import add_model_args
 from markindex_core.config import EVAL_AGENT_CONCURRENCY, RETRIEVE_MAX_STEPS
 from markindex_core.errors import InvalidArgument
@@ -38,7 +45,7 @@ def register(sub: Subparsers) -> None:
     )
     p.add_argument(
         "--max-evidence-lines",
-        type=int,
+        type=int_between(1),
         default=None,
         metavar="N",
         help="count a hit only when its cited passage is at most N lines",

@@ -10,6 +10,7 @@ from markindex_core.cli.common import (
     add_library_args,
     add_model_server_args,
     emit_json,
+    int_between,
     open_library,
 )
 from markindex_core.config import RETRIEVE_MAX_STEPS
@@ -49,7 +50,7 @@ def register(sub: Subparsers) -> None:
     )
     p.add_argument(
         "--max-input-tokens",
-        type=int,
+        type=int_between(1),
         metavar="N",
         help="stop (stop_reason budget) before a request would take the run's input tokens over N",
     )

@@ -73,3 +73,25 @@ def test_eval_out_still_writes_a_new_report(indexed: tuple[Path, Path, Path]) ->
     assert json.loads(out.read_text(encoding="utf-8"))["metrics"]
     again = markindex("eval", str(root), "--questions", str(questions), "--out", str(out))
     assert again.returncode == 0, again.stderr  # its own earlier report is replaced
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["eval", "ROOT", "--questions", "Q", "--max-evidence-lines", "0"], "(1 or more)"),
+        (["eval", "ROOT", "--questions", "Q", "--max-evidence-lines", "-5"], "(1 or more)"),
+        (["retrieve", "ROOT", "q", "--model", "openai:m", "--max-input-tokens", "0"], "1 or"),
+    ],
+)
+def test_limits_below_one_are_usage_errors(
+    indexed: tuple[Path, Path, Path], argv: list[str], expected: str
+) -> None:
+    """`eval --max-evidence-lines 0` (or -5) ran and reported every question a miss, its table
+    titled 'max evidence ∞ lines'; `retrieve --max-input-tokens 0` would stop before asking
+    anything. Both are usage errors now, in JSON with --json."""
+    root, _, questions = indexed
+    args = [str(root) if a == "ROOT" else str(questions) if a == "Q" else a for a in argv]
+    res = markindex(*args, "--json")
+    assert res.returncode == 2 and res.stdout == "", res.stdout
+    error = json.loads(res.stderr.strip().splitlines()[-1])
+    assert error["code"] == "USAGE" and expected in error["error"], error
