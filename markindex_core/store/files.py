@@ -11,6 +11,7 @@ from __future__ import annotations
 import errno
 import os
 import pwd
+import resource
 import stat
 from pathlib import Path
 
@@ -98,7 +99,17 @@ def disk_is_full(path: Path) -> bool:
     return st.f_bavail * st.f_frsize < DISK_FULL_MARGIN_BYTES
 
 
-def disk_full(path: Path) -> DiskFull:
+def disk_full(path: Path, errno_: int = 0) -> DiskFull:
+    """No room to write the index: the disk, or (EFBIG) this process's file size limit, which
+    freeing space does not lift."""
+    if errno_ == errno.EFBIG:
+        limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+        shown = "" if limit == resource.RLIM_INFINITY else f" of {limit:,} bytes"
+        return DiskFull(
+            f"the index {path} reached the file size limit{shown} of this process",
+            "raise the limit (`ulimit -f unlimited` in the shell or service that starts "
+            "markindex), then run `markindex index ROOT` again",
+        )
     return DiskFull(
         f"no space left to write the index {path}",
         "free some space on that disk (or pass --db FILE on another disk), then run "
@@ -109,7 +120,7 @@ def disk_full(path: Path) -> DiskFull:
 def os_error(exc: OSError, path: Path) -> MarkindexError:
     """An OSError met while writing next to the index (lock file, side files) as one clear error."""
     if exc.errno in _FULL_ERRNOS:
-        return disk_full(path)
+        return disk_full(path, exc.errno)
     where = Path(exc.filename) if isinstance(exc.filename, str) else path
     if exc.errno in _DENIED_ERRNOS or exc.errno == errno.EROFS:
         return ReadOnlyLibrary(
@@ -155,7 +166,7 @@ def read_only_file(path: Path) -> ReadOnlyLibrary:
 def open_error(exc: apsw.Error, path: Path, *, readonly: bool, errno_: int = 0) -> MarkindexError:
     """What an SQLite error while opening (or first using) the index really means, as one error."""
     if isinstance(exc, apsw.FullError) or errno_ in _FULL_ERRNOS:
-        return disk_full(path)
+        return disk_full(path, errno_)
     if isinstance(exc, apsw.IOError) and disk_is_full(path):
         return disk_full(path)
     if isinstance(exc, (apsw.CantOpenError, apsw.ReadOnlyError, apsw.PermissionsError)):

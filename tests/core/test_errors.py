@@ -166,13 +166,15 @@ def big_docs(root: Path, n: int = 80) -> Path:
 
 
 def test_file_size_limit_while_indexing_is_one_clear_error(tmp_path: Path) -> None:
+    """The limit is named as such, with how to raise it: it read 'no space left … free some
+    space on that disk', sending the user to a disk with room to spare."""
     root = big_docs(tmp_path / "lib")
     db = tmp_path / "db" / "index.db"
     for _ in range(2):  # the second run must not blame a damaged file
         code, err = markindex("index", str(root), "--db", str(db), prefix=limited(300_000))
         line = one_clear_line(err)
-        assert code == 1 and f"no space left to write the index {db}" in line, line
-        assert "free some space" in line and "delete" not in line, line
+        assert code == 1 and f"the index {db} reached the file size limit of 300,000" in line
+        assert "ulimit -f" in line and "no space" not in line and "delete" not in line, line
     assert not db.with_name("index.db-wal").exists()
     code, err = markindex("index", str(root), "--db", str(db))
     assert code == 0, err
@@ -183,7 +185,7 @@ def test_lock_file_that_cannot_be_written_is_one_clear_error(tmp_path: Path) -> 
     root = make_library(tmp_path / "lib")
     code, err = markindex("index", str(root), prefix=limited(0))
     line = one_clear_line(err)
-    assert code == 1 and "no space left to write the index" in line, line
+    assert code == 1 and "reached the file size limit of 0 bytes" in line, line
 
 
 @pytest.fixture
@@ -250,7 +252,7 @@ print("added", len(lib.index().added))
     proc = run_child([sys.executable, "-c", script, str(root)])
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
-    assert lines[0].startswith("diskfull no space left"), proc.stdout
+    assert lines[0].startswith("diskfull the index") and "file size limit" in lines[0]
     assert lines[1:] == ["locked False", "added 12"], proc.stdout
 
 
