@@ -15,6 +15,7 @@ atomic) and a stale `.rebuild` file, which the next writer deletes once it holds
 
 from __future__ import annotations
 
+import glob
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -22,6 +23,7 @@ from pathlib import Path
 
 import apsw
 
+from markindex_core.config import SQLITE_SIDE_SUFFIXES
 from markindex_core.errors import MarkindexError
 from markindex_core.store.db import Store, check_replaceable, connect
 from markindex_core.store.files import fsync_dir, rebuild_path, remove_db_files
@@ -31,10 +33,30 @@ _OLD_CHECKPOINT_WAIT_MS = 1_000  # readers of the old index may delay its last c
 
 
 def discard_leftover(live: Path) -> None:
-    """Delete the `.rebuild` file a killed rebuild left beside `live` (as large as the index).
+    """Delete the `.rebuild` file a killed rebuild left beside `live` (as large as the index),
+    and the `.rebuild.new-PID` files of one killed while it created that file.
 
-    Only the writer-lock holder rebuilds, so a holder that finds one knows it is nobody's."""
-    remove_db_files(rebuild_path(live))
+    Only the writer-lock holder rebuilds, so a holder that finds one knows it is nobody's (the
+    pid is checked all the same, as the creator of a new index does)."""
+    fresh = rebuild_path(live)
+    remove_db_files(fresh)
+    for path in live.parent.glob(f"{glob.escape(fresh.name)}.new-*"):
+        name = path.name
+        for suffix in SQLITE_SIDE_SUFFIXES:
+            name = name.removesuffix(suffix)
+        pid = name.rpartition("-")[2]
+        if pid.isdigit() and not _alive(int(pid)):
+            remove_db_files(path.with_name(name))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except (ProcessLookupError, OverflowError):  # no such process (or no such pid at all)
+        return False
+    except OSError:  # alive, another user's
+        return True
+    return True
 
 
 @contextmanager

@@ -225,3 +225,21 @@ def test_a_killed_rebuilds_file_is_deleted_by_the_next_writer(tmp_path: Path) ->
     assert done.returncode == 0, done.stderr
     assert '"unchanged": 3' in done.stdout  # an incremental run, not a rebuild
     assert not [f for f in leftovers if f.exists()]
+
+
+def test_a_rebuild_killed_while_creating_its_file_leaves_nothing_behind(tmp_path: Path) -> None:
+    """A rebuild killed in the instant it creates its file leaves `index.db.rebuild.new-PID`
+    (and its -wal and -shm). Only the next full rebuild swept it: every incremental run and
+    the daemon left it beside the index for good. The next writer now deletes it."""
+    root = make_library(tmp_path / "lib", 3)
+    db = tmp_path / "db" / "index.db"
+    subprocess.run(index_cmd(root, db), cwd=REPO_ROOT, check=True, capture_output=True)
+    dead = 999_999_999  # above any pid_max: no process has it
+    stem = db.with_name(f"index.db.rebuild.new-{dead}")
+    leftovers = [stem, stem.with_name(stem.name + "-wal"), stem.with_name(stem.name + "-shm")]
+    for f in leftovers:
+        f.write_bytes(b"\0" * 4096)
+    done = subprocess.run(index_cmd(root, db), cwd=REPO_ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert '"unchanged": 3' in done.stdout  # an incremental run, not a rebuild
+    assert not [f for f in leftovers if f.exists()]
