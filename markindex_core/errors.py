@@ -43,6 +43,12 @@ class OtherLibrary(MarkindexError):
     code = "OTHER_LIBRARY"
 
 
+class IndexReplaced(MarkindexError):
+    """The index file was deleted or replaced while a run wrote it: what it wrote is lost."""
+
+    code = "INDEX_REPLACED"
+
+
 class DiskFull(MarkindexError):
     """The disk (or a file size limit) left no room to write the index."""
 

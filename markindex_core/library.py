@@ -20,6 +20,7 @@ from markindex_core.config import (
     SEARCH_DEFAULT_LIMIT,
 )
 from markindex_core.errors import (
+    IndexReplaced,
     InvalidArgument,
     LibraryNotFound,
     MarkindexError,
@@ -28,7 +29,13 @@ from markindex_core.errors import (
 )
 from markindex_core.store import runs
 from markindex_core.store.db import Store, check_replaceable
-from markindex_core.store.files import file_id, os_error, remove_db_files, write_error
+from markindex_core.store.files import (
+    file_id,
+    has_moved,
+    os_error,
+    remove_db_files,
+    write_error,
+)
 
 if TYPE_CHECKING:  # the indexer loads only when indexing, the searcher and tools only when
     # searching (~85 ms an index run does not spend)
@@ -313,6 +320,14 @@ class Library:
                 rehash=rehash,
             )
             report = indexer.run(progress)
+            if has_moved(store.conn):
+                done = True  # the file at the path now is not this run's: never delete it
+                raise IndexReplaced(
+                    f"the index {self.db_path} was deleted or replaced while this run wrote it:"
+                    " what it wrote is lost",
+                    "run `markindex index ROOT` again, and leave the index folder alone while"
+                    " it runs",
+                )
             done = True
             return report
         except (apsw.Error, OSError) as exc:

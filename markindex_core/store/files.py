@@ -8,6 +8,7 @@ replaced (`rm -rf .markindex && markindex index`, or a full rebuild swapped in) 
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import os
 import pwd
@@ -40,6 +41,17 @@ def file_id(path: Path) -> FileId | None:
     except OSError:
         return None
     return (st.st_dev, st.st_ino)
+
+
+def has_moved(conn: apsw.Connection) -> bool:
+    """Whether the file `conn` writes is no longer the one at its path: deleted, renamed or
+    replaced since it was opened (`rm -rf .markindex` while a run writes). Such writes are lost."""
+    moved = ctypes.c_int(0)
+    try:
+        conn.file_control("main", apsw.SQLITE_FCNTL_HAS_MOVED, ctypes.addressof(moved))
+    except apsw.Error:
+        return False
+    return bool(moved.value)
 
 
 def rebuild_path(db_path: Path) -> Path:

@@ -4,6 +4,7 @@ work, never turned into a damaged index, a lost document or a process that hangs
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -95,3 +96,35 @@ def test_limits_below_one_are_usage_errors(
     assert res.returncode == 2 and res.stdout == "", res.stdout
     error = json.loads(res.stderr.strip().splitlines()[-1])
     assert error["code"] == "USAGE" and expected in error["error"], error
+
+
+@pytest.mark.parametrize("first_build", [True, False])
+def test_an_index_deleted_while_it_is_written_is_an_error_not_a_success(
+    tmp_path: Path, first_build: bool
+) -> None:
+    """`rm -rf .markindex` while `markindex index` ran: the run wrote on into the unlinked file
+    and reported 'added 92' with exit 0, leaving no index at all. It now fails with one error
+    that says the work is lost and to run again; the next run builds the index whole."""
+    from markindex_core import Library
+    from markindex_core.errors import MarkindexError
+
+    from .helpers import write
+
+    root = make_library(tmp_path / "lib", 8)
+    lib = Library(root)
+    if not first_build:
+        lib.index()
+        for i in range(4):
+            write(root, f"new{i}.md", f"# New {i}\n\nfresh text {i}\n")
+
+    def delete_the_index(done: int, total: int, path: str) -> None:
+        if done == 1:
+            shutil.rmtree(root / ".markindex")
+
+    with pytest.raises(MarkindexError) as caught:
+        lib.index(progress=delete_the_index)
+    assert "deleted or replaced while" in caught.value.message, caught.value.message
+    assert "markindex index" in caught.value.hint
+    report = lib.index()
+    assert len(report.added) == (8 if first_build else 12)
+    assert check_store_consistent(root / ".markindex" / "index.db") == (8 if first_build else 12)
