@@ -229,7 +229,7 @@ def _create(db_path: Path) -> None:
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
+    except (ProcessLookupError, OverflowError):  # no such process (or no such pid at all)
         return False
     except OSError:  # alive, another user's
         return True

@@ -128,3 +128,16 @@ def test_an_index_deleted_while_it_is_written_is_an_error_not_a_success(
     report = lib.index()
     assert len(report.added) == (8 if first_build else 12)
     assert check_store_consistent(root / ".markindex" / "index.db") == (8 if first_build else 12)
+
+
+def test_a_stray_file_with_a_huge_pid_beside_a_new_index_is_no_traceback(tmp_path: Path) -> None:
+    """A file `index.db.new-<digits>` beside a new index is taken for one a killed creator
+    left: a number too big for a pid made the first `index` end in an OverflowError
+    traceback. Such a file names no live process, so it is swept like the others."""
+    root = make_library(tmp_path / "lib", 2)
+    stray = tmp_path / "db" / f"index.db.new-{'9' * 20}"
+    stray.parent.mkdir()
+    stray.write_bytes(b"")
+    res = markindex("index", str(root), "--db", str(stray.with_name("index.db")), "--json")
+    assert res.returncode == 0 and "Traceback" not in res.stderr, res.stderr
+    assert len(json.loads(res.stdout)["added"]) == 2
