@@ -78,7 +78,8 @@ def register(sub: Subparsers) -> None:
         description="Documents, nodes, last index time, skipped files, and the live daemon's "
         "state (pid, heartbeat, queue, errors) when one runs. Exit code: 0 when the index is "
         "there (live or static), 1 when it is not, 2 when its daemon stopped keeping it live "
-        "(ended without stopping, frozen, or unable to write): for health checks.",
+        "(ended without stopping, frozen, or unable to write) or the last index run stopped "
+        "before its end (killed, Ctrl-C): for health checks.",
     )
     add_library_args(p)
     p.set_defaults(func=cmd_status)
