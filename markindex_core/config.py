@@ -16,6 +16,7 @@ SQLITE_SIDE_SUFFIXES = ("-wal", "-shm", "-journal")  # files SQLite keeps beside
 DISK_FULL_MARGIN_BYTES = 1_000_000  # an I/O error with less free space than this means "disk full"
 IGNORE_FILE_NAME = ".markindexignore"
 MAX_IGNORE_FILE_BYTES = 1_000_000  # an ignore file is read up to this size
+MAX_QUESTIONS_BYTES = 64_000_000  # an eval questions file larger than this is refused
 MARKDOWN_SUFFIXES = (".md", ".markdown")
 
 # Tree optimization (PageIndex merge cost model, in tokens).

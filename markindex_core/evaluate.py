@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from markindex_core.config import EVAL_AGENT_CONCURRENCY, RETRIEVE_MAX_STEPS
+from markindex_core.config import EVAL_AGENT_CONCURRENCY, MAX_QUESTIONS_BYTES, RETRIEVE_MAX_STEPS
 from markindex_core.errors import InvalidArgument
 from markindex_core.library import Library
 from markindex_core.search.searcher import Hit
@@ -47,11 +47,24 @@ class QuestionResult:
     top: list[dict[str, Any]] = field(default_factory=list)
 
 
+def _read_bounded(path: Path) -> bytes:
+    """The file's bytes, refused beyond MAX_QUESTIONS_BYTES (`--questions /dev/zero` would
+    otherwise read until memory runs out)."""
+    with path.open("rb") as f:
+        data = f.read(MAX_QUESTIONS_BYTES + 1)
+    if len(data) > MAX_QUESTIONS_BYTES:
+        raise InvalidArgument(
+            f"questions {path} are larger than {MAX_QUESTIONS_BYTES // 1_000_000} MB",
+            "pass a JSONL file of questions (one per line), split if it is really this large",
+        )
+    return data
+
+
 def load_questions(paths: Iterable[Path]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for path in paths:
         try:
-            text = path.read_text(encoding="utf-8")
+            text = _read_bounded(path).decode("utf-8")
         except OSError as exc:
             raise InvalidArgument(
                 f"cannot read questions {path}: {exc.strerror}", "pass a JSONL file"

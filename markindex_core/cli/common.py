@@ -34,11 +34,23 @@ def int_between(low: int, high: int | None = None, what: str = "whole number") -
     return parse
 
 
+def _file_name(text: str) -> str:
+    """A non-empty file name: `--db ""` (an unset shell variable) must not mean the default."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty file name (an unset shell variable?)")
+    return text
+
+
 def add_library_args(p: argparse.ArgumentParser, root: bool = True) -> None:
     """ROOT (unless the command has none), --db and --json."""
     if root:
         p.add_argument("root", metavar="ROOT", help="the library folder")
-    p.add_argument("--db", metavar="FILE", help="index file (default: ROOT/.markindex/index.db)")
+    p.add_argument(
+        "--db",
+        metavar="FILE",
+        type=_file_name,
+        help="index file (default: ROOT/.markindex/index.db)",
+    )
     p.add_argument("--json", action="store_true", help="print machine-readable JSON")
 
 

@@ -182,6 +182,11 @@ def _require_regular(db_path: Path) -> None:
         mode = os.stat(db_path).st_mode
     except OSError:
         return  # missing (a writer creates it) or unreachable: opening says which
+    if stat.S_ISDIR(mode):
+        raise IndexUnusable(
+            f"{db_path} is a folder, not an index file",
+            "pass --db with the path of an index file, or a new file name to create one there",
+        )
     if not stat.S_ISREG(mode):
         raise IndexUnusable(
             f"{db_path} is not an index (not a regular file: a FIFO, socket or device)",

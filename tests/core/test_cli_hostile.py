@@ -141,3 +141,30 @@ def test_a_stray_file_with_a_huge_pid_beside_a_new_index_is_no_traceback(tmp_pat
     res = markindex("index", str(root), "--db", str(stray.with_name("index.db")), "--json")
     assert res.returncode == 0 and "Traceback" not in res.stderr, res.stderr
     assert len(json.loads(res.stdout)["added"]) == 2
+
+
+def test_an_empty_db_name_is_refused_not_taken_for_the_default(
+    indexed: tuple[Path, Path, Path],
+) -> None:
+    root, _, _ = indexed
+    for cmd in ("index", "search", "status"):
+        argv = [cmd, str(root), *(["doc"] if cmd == "search" else []), "--db", ""]
+        done = markindex(*argv)
+        assert done.returncode == 2, (cmd, done.stderr)
+        assert "empty file name" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_folder_given_as_the_index_is_called_a_folder(indexed: tuple[Path, Path, Path]) -> None:
+    root, _, _ = indexed
+    done = markindex("check", str(root), "--db", str(root))
+    assert done.returncode == 1
+    assert "is a folder, not an index file" in done.stderr and "FIFO" not in done.stderr
+
+
+def test_an_endless_questions_file_is_refused_in_bounded_memory(
+    indexed: tuple[Path, Path, Path],
+) -> None:
+    root, _, _ = indexed
+    done = markindex("eval", str(root), "--questions", "/dev/zero", "--json")
+    assert done.returncode == 1
+    assert "larger than" in json.loads(done.stderr)["error"]
