@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -310,6 +311,28 @@ def _building() -> ToolFailure:
     )
 
 
+@contextmanager
+def _one_snapshot(store: Store) -> Iterator[None]:
+    """Run a tool's reads in one read transaction, so they all see one snapshot of the index.
+
+    A tool reads a document's row, its nodes and its lines in separate statements; a writer (the
+    daemon, `markindex index`) committing between them would otherwise pair one version's node
+    ranges with another version's lines (the rewritten document can get the same row id back),
+    and the line numbers served would not be those of the text shown.
+    """
+    conn = store.conn
+    if not conn.in_transaction:
+        conn.execute("BEGIN")  # deferred: the snapshot is taken at the first read
+    try:
+        yield
+    finally:
+        try:
+            if conn.in_transaction:
+                conn.execute("COMMIT")  # reads only: nothing to write
+        except apsw.ConnectionClosedError:
+            pass  # the index file was replaced mid-call and this thread reopened it
+
+
 def call_tool_result(lib: IndexAccess, name: Any, args: Any) -> tuple[str, bool]:
     """Run one tool; return the envelope text and whether it succeeded. Never raises."""
     text, ok = _call(lib, name, args)
@@ -347,7 +370,8 @@ def _call(lib: IndexAccess, name: Any, args: Any) -> tuple[str, bool]:
     try:
         checked = validate(spec.input_schema, args)
         store = _open_store(lib)
-        data, next_steps = spec.run(lib, store, checked)
+        with _one_snapshot(store):
+            data, next_steps = spec.run(lib, store, checked)
         text = _dump({"success": True, "data": data, "next_steps": next_steps})
         if len(text) > RESPONSE_CHAR_BUDGET:  # pages are sized to fit; this is a bug guard
             log.error("%s response of %d characters exceeds the budget", name, len(text))
