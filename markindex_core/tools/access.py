@@ -15,6 +15,11 @@ from markindex_core.store.db import Store
 
 class IndexAccess(Protocol):
     @property
+    def root(self) -> Path:
+        """The library folder (resolved) whose index the tools may read."""
+        ...
+
+    @property
     def db_path(self) -> Path: ...
 
     @property

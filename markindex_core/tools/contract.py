@@ -15,6 +15,7 @@ import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import apsw
@@ -295,12 +296,37 @@ def _open_store(lib: IndexAccess) -> Store:
             details={"hint": exc.hint},
             next_steps=steps(f"an operator must fix this: {exc.hint}" if exc.hint else "retry"),
         ) from None
+    _require_own_index(lib, store)
     if not store.has_documents() and _build_expected(lib) and not store.get_meta("last_index_at"):
         # Empty and never indexed to the end: the first build is under way. An index that a run
         # finished is empty because the library is (every file deleted, skipped or ignored), and
         # a daemon holds the lock for good: that is an answer, not a build to wait for.
         raise _building()
     return store
+
+
+def _require_own_index(lib: IndexAccess, store: Store) -> None:
+    """Refuse to answer from the index of another library (`--db` naming another library's
+    index): its documents would be cited as this library's. The same rule as indexing follows
+    (`Library.check_target`): an index belongs to the folder it records while that folder exists;
+    it follows a library that moved, and an index inside this library is this library's."""
+    owner = store.get_meta("root")
+    if (
+        not owner
+        or owner == str(lib.root)
+        or lib.db_path.is_relative_to(lib.root)
+        or not Path(owner).is_dir()
+    ):
+        return
+    raise ToolFailure(
+        "OTHER_LIBRARY",
+        "the index this server was given holds another library's documents, not this library's",
+        details={"indexed_library": owner},
+        next_steps=steps(
+            "an operator must pass this library's own index with --db, or build one: "
+            "`markindex index ROOT --db FILE`; the tools cannot answer for this library meanwhile"
+        ),
+    )
 
 
 def _building() -> ToolFailure:

@@ -1,0 +1,54 @@
+"""Tools answer only from their own library's index: `--db` naming another library's index is
+refused, as indexing into it is, and an index that followed its library (moved, or inside the
+library) is served."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from markindex_core.library import Library
+from tests.mcp.helpers import call, ok
+
+
+def _two_libraries(tmp_path: Path) -> tuple[Path, Path, Path]:
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir()
+    b.mkdir()
+    (a / "secret.md").write_text("# Secret\n\nonly library a has this\n", encoding="utf-8")
+    (b / "public.md").write_text("# Public\n\nlibrary b\n", encoding="utf-8")
+    db = tmp_path / "a.db"
+    Library(a, db=db).index()
+    return a, b, db
+
+
+def test_another_librarys_index_is_refused(tmp_path: Path) -> None:
+    _, b, db = _two_libraries(tmp_path)
+    lib = Library(b, db=db)
+    for name, args in (
+        ("browse_documents", {}),
+        ("get_document", {"doc_path": "secret.md"}),
+        ("search_documents", {"query": "only library"}),
+    ):
+        env = call(lib, name, args)
+        assert not env["success"] and env["code"] == "OTHER_LIBRARY", env
+        assert "secret.md" not in str(env["details"]) + env["error"]
+    lib.close()
+
+
+def test_an_index_that_followed_its_library_is_served(tmp_path: Path) -> None:
+    a, b, db = _two_libraries(tmp_path)
+    shutil.rmtree(b)
+    a.rename(b)  # the library moved: its old folder is gone
+    lib = Library(b, db=db)
+    assert [d["path"] for d in ok(lib, "browse_documents")["documents"]] == ["secret.md"]
+    lib.close()
+
+
+def test_an_index_inside_the_library_is_that_librarys(tmp_path: Path) -> None:
+    _, b, db = _two_libraries(tmp_path)
+    (b / ".markindex").mkdir()
+    shutil.copy(db, b / ".markindex" / "index.db")  # a copied library brings its own index
+    lib = Library(b)
+    assert ok(lib, "get_document", {"doc_path": "secret.md"})["title"] == "Secret"
+    lib.close()
