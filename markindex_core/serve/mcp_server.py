@@ -242,6 +242,31 @@ class Refusal:
     code: int
     message: str
     request_id: int | str | None  # None: nothing to reply to (no id found, or not a request)
+    batch_ids: tuple[int | str, ...] = ()  # a batch: the ids of the requests in it, each answered
+
+
+_BATCH_REFUSED = (
+    "Invalid request: JSON-RPC batches are not supported (MCP dropped them in 2025-06-18); "
+    "send each message on a line of its own"
+)
+
+
+def _batch_ids(line: str) -> tuple[int | str, ...] | None:
+    """The request ids of a JSON-RPC batch (a JSON array), or None when the line is none."""
+    try:
+        batch = json.loads(line)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(batch, list):
+        return None
+    ids: list[int | str] = []
+    for item in batch:
+        if not isinstance(item, dict) or "method" not in item:
+            continue
+        rid = item.get("id")
+        if isinstance(rid, str) or (isinstance(rid, int) and not isinstance(rid, bool)):
+            ids.append(rid)  # a request (responses and notifications get no reply)
+    return tuple(dict.fromkeys(ids))
 
 
 def _recover_id(line: str) -> tuple[Any, bool]:
@@ -268,6 +293,8 @@ def refusal(line: str) -> Refusal | None:
         first = exc.errors()[0]
         detail = str(first.get("msg", "invalid message"))
         parse_error = first.get("type") == "json_invalid"
+    if (batch := _batch_ids(line)) is not None:  # a client would wait for every id in it
+        return Refusal(types.INVALID_REQUEST, _BATCH_REFUSED, None, batch)
     rid, is_response = _recover_id(line)
     if parse_error and _parses(line):  # valid JSON our parser accepts but the SDK's refuses
         parse_error = False
@@ -316,26 +343,28 @@ class CheckedLines:
 
     async def _refuse(self, line: str, problem: Refusal) -> None:
         excerpt = line[:MCP_LOG_EXCERPT_CHARS].rstrip("\n")
+        ids = problem.batch_ids or (() if problem.request_id is None else (problem.request_id,))
+        shown = ", ".join(repr(i) for i in ids[:5]) + (", …" if len(ids) > 5 else "")
         log.warning(
             "refused a JSON-RPC message (%s; %s): %s",
             problem.message,
-            "no reply: no request id found"
-            if problem.request_id is None
-            else f"error {problem.code} sent to id {problem.request_id!r}",
+            f"error {problem.code} sent to id {shown}" if ids else "no reply: no request id found",
             excerpt + ("…" if len(line) > MCP_LOG_EXCERPT_CHARS else ""),
         )
-        if problem.request_id is None:
+        if not ids:
             return
-        error = types.JSONRPCError(
-            jsonrpc="2.0",
-            id=problem.request_id,
-            error=types.ErrorData(code=problem.code, message=problem.message),
-        )
         await self._ready.wait()
-        try:
-            await self._replies.send(SessionMessage(error))
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-            log.info("could not reply to id %r: the connection is closing", problem.request_id)
+        for rid in ids:
+            error = types.JSONRPCError(
+                jsonrpc="2.0",
+                id=rid,
+                error=types.ErrorData(code=problem.code, message=problem.message),
+            )
+            try:
+                await self._replies.send(SessionMessage(error))
+            except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                log.info("could not reply to id %r: the connection is closing", rid)
+                return
 
 
 def _first_answer(server: Server[Any]) -> anyio.Event:

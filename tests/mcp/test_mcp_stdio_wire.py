@@ -139,3 +139,33 @@ def test_finding_the_id_of_a_huge_deep_line_is_bounded() -> None:
         found = refusal(line)
         assert found is not None and found.request_id == rid
         assert time.perf_counter() - t0 < 5  # a token-by-token scan of it took over 10 s
+
+
+def test_a_batch_gets_an_error_for_each_request_in_it(indexed_sample: Library) -> None:
+    """MCP has no batches since 2025-06-18, and the SDK drops a JSON array silently: a client that
+    sends one must still get an answer for every request id in it, not wait forever."""
+    wire = Wire(indexed_sample)
+    try:
+        wire.send(json.dumps(INIT).encode())
+        assert wire.reply()["id"] == 1
+        wire.send(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}')
+        batch = [
+            _call(2, "install"),
+            {"jsonrpc": "2.0", "method": "notifications/progress"},  # no id: nothing to answer
+            {"jsonrpc": "2.0", "id": "three", "method": "ping"},
+        ]
+        wire.send(json.dumps(batch).encode())
+        replies = {r["id"]: r for r in (wire.reply() for _ in range(2))}
+        assert set(replies) == {2, "three"}
+        for reply in replies.values():
+            assert reply["error"]["code"] == -32600
+            assert "batches are not supported" in reply["error"]["message"]
+        assert wire.log_lines(b"batches are not supported", 1)
+        wire.send(json.dumps(_call(4, "install")).encode())  # and the server keeps serving
+        answer = wire.reply()
+        assert answer["id"] == 4 and answer["result"]["isError"] is False
+        assert wire.close() == 0
+    finally:
+        if wire.proc.poll() is None:
+            wire.proc.kill()
+            wire.proc.wait(timeout=10)
