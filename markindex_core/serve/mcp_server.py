@@ -15,8 +15,9 @@ import logging
 import os
 import re
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextvars import ContextVar
+from dataclasses import dataclass, replace
 from io import TextIOWrapper
 from typing import TYPE_CHECKING, Any, BinaryIO
 
@@ -117,6 +118,27 @@ def mcp_tools() -> list[types.Tool]:
     ]
 
 
+# A tools/call whose `name` is no string or whose `arguments` is no object: the SDK would refuse it
+# with a bare "Invalid request parameters" protocol error, which a model never sees. Such a call
+# goes through with placeholders, and the handler answers the values as sent with an envelope.
+_MISTYPED_CALL: ContextVar[tuple[Any, Any] | None] = ContextVar("markindex_call", default=None)
+
+
+async def _mistyped_calls(ctx: Any, call_next: Any) -> Any:
+    params = ctx.params
+    if ctx.method != "tools/call" or not isinstance(params, Mapping):
+        return await call_next(ctx)
+    name, arguments = params.get("name"), params.get("arguments")
+    if isinstance(name, str) and (arguments is None or isinstance(arguments, dict)):
+        return await call_next(ctx)
+    token = _MISTYPED_CALL.set((name, arguments))
+    try:
+        placeholders = {**params, "name": name if isinstance(name, str) else "", "arguments": None}
+        return await call_next(replace(ctx, params=placeholders))
+    finally:
+        _MISTYPED_CALL.reset(token)
+
+
 def build_server(lib: Library) -> Server[Any]:
     """An MCP server exposing the five read-only tools of `lib`, with the agent instructions."""
     tools = mcp_tools()
@@ -130,11 +152,12 @@ def build_server(lib: Library) -> Server[Any]:
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         if not limiter:
             limiter.append(anyio.CapacityLimiter(MCP_TOOL_THREADS))
+        name, arguments = _MISTYPED_CALL.get() or (params.name, params.arguments)
         text, ok = await anyio.to_thread.run_sync(
             call_tool_result,
             lib,
-            params.name,
-            params.arguments,
+            name,
+            arguments,
             limiter=limiter[0],
             abandon_on_cancel=True,  # a client that goes away must not wait for a query
         )
@@ -142,7 +165,7 @@ def build_server(lib: Library) -> Server[Any]:
             content=[types.TextContent(type="text", text=text)], is_error=not ok
         )
 
-    return Server(
+    server: Server[Any] = Server(
         SERVER_NAME,
         version=__version__,
         title="markindex",
@@ -151,6 +174,8 @@ def build_server(lib: Library) -> Server[Any]:
         on_list_tools=list_tools,
         on_call_tool=call_tool,
     )
+    server.middleware.append(_mistyped_calls)
+    return server
 
 
 # ----- stdout guard ------------------------------------------------------------------------------

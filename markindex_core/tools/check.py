@@ -51,7 +51,7 @@ def _type_ok(value: Any, name: str) -> bool:
     return name == "null" and value is None
 
 
-def _describe(value: Any) -> str:
+def describe(value: Any) -> str:
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -123,7 +123,7 @@ def _check_value(schema: dict[str, Any], value: Any, where: str) -> Any:
         value = int(value)  # 2.0 is an integer in JSON
     if names and not any(_type_ok(value, n) for n in names):
         want = " or ".join(_JSON_TYPES.get(n, n) for n in names)
-        raise BadInput(f"`{where}` must be {want}, got {_describe(value)}", where)
+        raise BadInput(f"`{where}` must be {want}, got {describe(value)}", where)
     if isinstance(value, str):
         _check_string(schema, value, where)
     elif isinstance(value, int) and not isinstance(value, bool):
@@ -144,7 +144,7 @@ def validate(schema: dict[str, Any], args: Any) -> dict[str, Any]:
     if args is None:
         args = {}
     if not isinstance(args, dict):
-        raise BadInput(f"arguments must be a JSON object, got {_describe(args)}")
+        raise BadInput(f"arguments must be a JSON object, got {describe(args)}")
     props: dict[str, Any] = schema.get("properties", {})
     if schema.get("additionalProperties") is False:
         unknown = sorted(str(k)[:TOOL_ECHO_CHARS] for k in args if k not in props)

@@ -36,7 +36,7 @@ from markindex_core.config import (
 )
 from markindex_core.errors import IndexMissing, MarkindexError
 from markindex_core.store.lock import lock_path_for, writer_active
-from markindex_core.tools.check import BadInput, ToolFailure, steps, validate
+from markindex_core.tools.check import BadInput, ToolFailure, describe, steps, validate
 from markindex_core.tools.read import browse_documents, get_document, get_document_structure
 from markindex_core.tools.text import get_node_content, search_documents
 
@@ -383,11 +383,15 @@ def _freshness(lib: IndexAccess) -> str | None:
 def _call(lib: IndexAccess, name: Any, args: Any) -> tuple[str, bool]:
     spec = TOOLS.get(name) if isinstance(name, str) else None
     if spec is None:
-        shown = name[:TOOL_ECHO_CHARS] if isinstance(name, str) else repr(type(name).__name__)
+        message = (
+            f"unknown tool {name[:TOOL_ECHO_CHARS]!r}"
+            if isinstance(name, str)
+            else f"the tool name must be a string, got {describe(name)}"
+        )
         return (
             _failure(
                 "UNKNOWN_TOOL",
-                f"unknown tool {shown!r}",
+                message,
                 {"tools": list(TOOLS)},
                 steps("use one of the listed tools", ("browse_documents", {"folder": ""})),
             ),

@@ -185,7 +185,7 @@ def _start_server(lib: Library) -> subprocess.Popen[bytes]:
     reply = json.loads(proc.stdout.readline())
     assert reply["id"] == 1 and "instructions" in reply["result"]
     _rpc(proc, {"jsonrpc": "2.0", "method": "notifications/initialized"})
-    # Arguments that are not an object are refused by the protocol layer; the server goes on.
+    # Arguments that are not an object get an INVALID_INPUT envelope; the server goes on.
     for i, arguments in ((99, ["x"]), (100, {})):
         _rpc(
             proc,
@@ -196,7 +196,8 @@ def _start_server(lib: Library) -> subprocess.Popen[bytes]:
                 "params": {"name": "browse_documents", "arguments": arguments},
             },
         )
-    assert "error" in json.loads(proc.stdout.readline())
+    refused = json.loads(proc.stdout.readline())["result"]
+    assert refused["isError"] is True and "INVALID_INPUT" in refused["content"][0]["text"]
     assert json.loads(proc.stdout.readline())["result"]["isError"] is False
     return proc
 

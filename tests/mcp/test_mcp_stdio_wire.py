@@ -169,3 +169,52 @@ def test_a_batch_gets_an_error_for_each_request_in_it(indexed_sample: Library) -
         if wire.proc.poll() is None:
             wire.proc.kill()
             wire.proc.wait(timeout=10)
+
+
+def test_mistyped_tool_calls_get_invalid_input_envelopes(indexed_sample: Library) -> None:
+    """`arguments` that is no object and a `name` that is no string are wrong types: the model
+    must read why in an envelope, not get the SDK's bare "Invalid request parameters"."""
+    wire = Wire(indexed_sample)
+
+    def tool_call(rid: int, params: dict[str, Any]) -> dict[str, Any]:
+        wire.send(
+            json.dumps(
+                {"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": params}
+            ).encode()
+        )
+        reply = wire.reply()
+        assert reply["id"] == rid and "result" in reply, reply
+        result: dict[str, Any] = reply["result"]
+        return result
+
+    try:
+        wire.send(json.dumps(INIT).encode())
+        assert wire.reply()["id"] == 1
+        wire.send(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}')
+        for rid, params, code, words in (
+            (
+                2,
+                {"name": "get_document", "arguments": ["README.md"]},
+                "INVALID_INPUT",
+                "got an array",
+            ),
+            (
+                3,
+                {"name": "get_document", "arguments": "doc_path=README.md"},
+                "INVALID_INPUT",
+                "a string",
+            ),
+            (4, {"name": "browse_documents", "arguments": 7}, "INVALID_INPUT", "an integer"),
+            (5, {"name": None, "arguments": {}}, "UNKNOWN_TOOL", "got null"),
+            (6, {"name": ["get_document"]}, "UNKNOWN_TOOL", "got an array"),
+        ):
+            result = tool_call(rid, params)
+            env = json.loads(result["content"][0]["text"])
+            assert result["isError"] is True and env["code"] == code and words in env["error"], env
+        ok = tool_call(7, {"name": "get_document", "arguments": {"doc_path": "README.md"}})
+        assert ok["isError"] is False
+        assert wire.close() == 0
+    finally:
+        if wire.proc.poll() is None:
+            wire.proc.kill()
+            wire.proc.wait(timeout=10)
