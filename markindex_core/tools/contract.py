@@ -25,6 +25,7 @@ from markindex_core.config import (
     MAX_STRING_ARG,
     READ_STRUCTURE_FIRST_TOKENS,
     RESPONSE_CHAR_BUDGET,
+    SCHEMA_VERSION,
     SEARCH_DEFAULT_LIMIT,
     SEARCH_MAX_LIMIT,
     STRUCTURE_DEFAULT_DEPTH,
@@ -329,6 +330,27 @@ def _require_own_index(lib: IndexAccess, store: Store) -> None:
     )
 
 
+def _require_format(lib: IndexAccess, store: Store) -> None:
+    """The format is checked when a connection opens; a writer of another markindex version can
+    change it in the same file afterwards (its migration drops and recreates the tables). Every
+    statement would then fail on missing columns: say what happened instead."""
+    version = store.conn.pragma("user_version")
+    if version == SCHEMA_VERSION:
+        return
+    if _build_expected(lib):
+        raise _building()
+    raise ToolFailure(
+        "INDEX_MISSING",
+        f"this library has no usable index: it now has format {version}, this markindex "
+        f"reads format {SCHEMA_VERSION} (another version of markindex wrote it)",
+        details={"hint": "run `markindex index ROOT` with this version to rebuild it"},
+        next_steps=steps(
+            "an operator must rebuild the index with the markindex version that serves it "
+            "(`markindex index ROOT`), or serve it with the version that wrote it"
+        ),
+    )
+
+
 def _building() -> ToolFailure:
     return ToolFailure(
         "INDEX_BUILDING",
@@ -401,6 +423,7 @@ def _call(lib: IndexAccess, name: Any, args: Any) -> tuple[str, bool]:
         checked = validate(spec.input_schema, args)
         store = _open_store(lib)
         with _one_snapshot(store):
+            _require_format(lib, store)
             data, next_steps = spec.run(lib, store, checked)
         text = _dump({"success": True, "data": data, "next_steps": next_steps})
         if len(text) > RESPONSE_CHAR_BUDGET:  # pages are sized to fit; this is a bug guard

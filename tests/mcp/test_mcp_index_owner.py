@@ -1,12 +1,15 @@
-"""Tools answer only from their own library's index: `--db` naming another library's index is
-refused, as indexing into it is, and an index that followed its library (moved, or inside the
-library) is served."""
+"""Tools answer only from an index they can read as their own: `--db` naming another library's
+index is refused, as indexing into it is, while an index that followed its library (moved, or
+inside the library) is served; an index another version rewrote in place is named as such."""
 
 from __future__ import annotations
 
 import shutil
 from pathlib import Path
 
+import apsw
+
+from markindex_core.config import SCHEMA_VERSION
 from markindex_core.library import Library
 from tests.mcp.helpers import call, ok
 
@@ -51,4 +54,26 @@ def test_an_index_inside_the_library_is_that_librarys(tmp_path: Path) -> None:
     shutil.copy(db, b / ".markindex" / "index.db")  # a copied library brings its own index
     lib = Library(b)
     assert ok(lib, "get_document", {"doc_path": "secret.md"})["title"] == "Secret"
+    lib.close()
+
+
+def test_an_index_changed_in_place_by_another_version_is_named(sample_library: Path) -> None:
+    """A markindex of another version migrates the index file the server has open (same file,
+    new format): the tools say so, as they do for such a file at start, not INTERNAL_ERROR."""
+    lib = Library(sample_library)
+    lib.index()
+    assert ok(lib, "search_documents", {"query": "install"})["results"]
+    conn = apsw.Connection(str(lib.db_path))
+    with conn:  # what a future format's migration could do: a changed table, a new version
+        conn.execute("ALTER TABLE nodes RENAME COLUMN title TO heading")
+        conn.pragma("user_version", SCHEMA_VERSION + 1)
+    conn.close()
+    for name, args in (
+        ("search_documents", {"query": "install"}),
+        ("get_document_structure", {"doc_path": "guides/install.md"}),
+        ("browse_documents", {}),
+    ):
+        env = call(lib, name, args)
+        assert env["code"] == "INDEX_MISSING", env
+        assert f"format {SCHEMA_VERSION + 1}" in env["error"]
     lib.close()
