@@ -57,7 +57,8 @@ document's own section structure. Find evidence by navigating that structure:
    sections by title, line range and size.
 3. Read only those sections with get_node_content (1-{MAX_NODE_IDS} node ids of one document). Every
    line carries its real line number as `123│ text`. Long content comes in parts: ask for the next
-   `part` when the data says parts > part.
+   `part` when the data says parts > part, passing the `version` it answered with (the next-part
+   call in next_steps does), so that an edit in between is said (DOCUMENT_CHANGED), not skipped.
 4. Use search_documents (scoped with folder or doc_path) when browsing stalls or to locate a term,
    an identifier or a phrase; then read the hit's node with get_node_content.
 5. Cite every piece of evidence as [doc_path, L<start>-<end>] with the line numbers you read, as
@@ -73,6 +74,14 @@ _PART = {
     "maximum": TOOL_MAX_PART,
     "default": 1,
     "description": "Page to return (1-based). Responses say `parts`; ask for the next part to continue.",
+}
+_VERSION = {
+    "type": ["string", "null"],
+    "maxLength": 64,
+    "default": None,
+    "description": "The `version` an earlier part answered with (the next-part call passes it): "
+    "if the document changed since, the answer is DOCUMENT_CHANGED instead of a part of the new "
+    "text that would not continue the one read.",
 }
 _DOC_PATH = {
     "type": "string",
@@ -163,6 +172,7 @@ TOOLS: dict[str, ToolSpec] = {
                         "description": "Levels to show below the starting point (1 = top entries only).",
                     },
                     "part": _PART,
+                    "version": _VERSION,
                 },
                 ["doc_path"],
             ),
@@ -192,6 +202,7 @@ TOOLS: dict[str, ToolSpec] = {
                         "description": "Include each node's sub-sections (its whole line range).",
                     },
                     "part": _PART,
+                    "version": _VERSION,
                 },
                 ["doc_path", "node_ids"],
             ),

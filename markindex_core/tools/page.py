@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from markindex_core.store.db import Store
 
 Result = tuple[dict[str, Any], dict[str, Any]]
+VERSION_CHARS = 16  # of a document's content hash: its version in paged answers
 
 _NEEDS_ESCAPE = re.compile(r'["\\\x00-\x1f\x7f\u2028\u2029]')
 
@@ -53,6 +54,29 @@ def pick_part(pages: list[range], part: int, what: str, again: tuple[str, dict[s
             next_steps=steps("ask for a part between 1 and parts", (tool, {**args, "part": 1})),
         )
     return pages[part - 1]
+
+
+def same_version(
+    doc: dict[str, Any], args: dict[str, Any], again: tuple[str, dict[str, Any]]
+) -> str:
+    """The document's version (its content hash, cut short), after refusing a `version` from an
+    earlier part that no longer matches: the lines of that part and of the one asked for would
+    come from two versions of the document, and lines could be skipped or read twice."""
+    current = str(doc["hash"])[:VERSION_CHARS]
+    given = args.get("version")
+    if given is not None and given != current:
+        tool, call = again
+        raise ToolFailure(
+            "DOCUMENT_CHANGED",
+            f"{doc['path']} changed since the part you read (version {given!r} is now"
+            f" {current!r}): its lines and sections may have moved",
+            details={"doc_path": doc["path"], "version": current},
+            next_steps=steps(
+                "read it again from part 1 (what you read of it before may be out of date)",
+                (tool, {**call, "part": 1}),
+            ),
+        )
+    return current
 
 
 def preview(text: str, limit: int) -> str:

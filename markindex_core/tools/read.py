@@ -36,6 +36,7 @@ from markindex_core.tools.page import (
     pages_by_size,
     pick_part,
     preview,
+    same_version,
     stale,
 )
 
@@ -257,6 +258,7 @@ def get_document_structure(lib: IndexAccess, store: Store, args: dict[str, Any])
     pages = pages_by_size([json_len(e) + 1 for e in flat], TOOL_PAGE_CHARS)
     part = args["part"]
     again = ("get_document_structure", {"doc_path": path, "node_id": root, "depth": args["depth"]})
+    version = same_version(doc, args, again)
     page = pick_part(pages, part, f"the outline of {path}", again)
     shown = [flat[i] for i in page]
     data = {
@@ -268,12 +270,13 @@ def get_document_structure(lib: IndexAccess, store: Store, args: dict[str, Any])
         "depth": args["depth"],
         "part": part,
         "parts": len(pages),
+        "version": version,
         "entries_total": len(flat),
         "nodes": shown,
     }
     calls: list[tuple[str, dict[str, Any]]] = []
     if part < len(pages):
-        calls.append(("get_document_structure", {**again[1], "part": part + 1}))
+        calls.append(("get_document_structure", {**again[1], "part": part + 1, "version": version}))
     hidden = [e["node_id"] for e in shown if e.get("children_hidden")]
     if hidden:
         calls.append(("get_document_structure", {"doc_path": path, "node_id": hidden[0]}))

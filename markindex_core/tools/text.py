@@ -24,6 +24,7 @@ from markindex_core.tools.page import (
     pages_by_size,
     pick_part,
     preview,
+    same_version,
     stale,
 )
 
@@ -83,6 +84,7 @@ def get_node_content(lib: IndexAccess, store: Store, args: dict[str, Any]) -> Re
     pages = pages_by_size(sizes, TOOL_PAGE_CHARS)
     part = args["part"]
     again = ("get_node_content", {"doc_path": path, "node_ids": wanted, "subtree": subtree})
+    version = same_version(doc, args, again)
     page = pick_part(pages, part, "this content", again)
     out: list[dict[str, Any]] = []
     by_block: dict[int, list[tuple[int, str]]] = {}
@@ -118,12 +120,19 @@ def get_node_content(lib: IndexAccess, store: Store, args: dict[str, Any]) -> Re
                         "content": "",
                     }
                 )
-    data = {"doc_path": path, "part": part, "parts": len(pages), "subtree": subtree, "nodes": out}
+    data = {
+        "doc_path": path,
+        "part": part,
+        "parts": len(pages),
+        "version": version,
+        "subtree": subtree,
+        "nodes": out,
+    }
     if part < len(pages):
         nxt = flat[pages[part].start][1][0]
         return data, steps(
             f"part {part} of {len(pages)}: the content goes on at line {nxt}; ask for part={part + 1}",
-            ("get_node_content", {**again[1], "part": part + 1}),
+            ("get_node_content", {**again[1], "part": part + 1, "version": version}),
         )
     cite = out[0] if out else None
     example = (

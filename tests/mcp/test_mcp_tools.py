@@ -63,6 +63,7 @@ def test_validator_fills_defaults_and_names_the_field() -> None:
         "node_id": None,
         "depth": 2,
         "part": 1,
+        "version": None,
     }
     assert validate(schema, {"doc_path": "a.md", "depth": 3.0})["depth"] == 3
     with pytest.raises(BadInput, match="`depth` must be an integer, got a boolean"):
@@ -496,4 +497,42 @@ def test_a_folder_in_the_other_unicode_normalization_is_that_folder(tmp_path: Pa
     )
     assert cli.returncode == 0, cli.stderr
     assert [h["doc_path"] for h in json.loads(cli.stdout)["hits"]] == [f"{stored}/notes.md"]
+    lib.close()
+
+
+@pytest.mark.parametrize("tool", ["get_node_content", "get_document_structure"])
+def test_a_later_part_of_a_document_that_changed_is_refused(tmp_path: Path, tool: str) -> None:
+    # Parts are read one call at a time: an edit between two of them moves the lines, so the
+    # next part of the new text would not continue the part read (lines skipped or repeated).
+    root = tmp_path / "lib"
+    root.mkdir()
+    body = "\n\n".join(f"## Section {i}\n\n" + f"Line of section {i}. " * 60 for i in range(1200))
+    (root / "long.md").write_text(f"# Long\n\n{body}\n", encoding="utf-8")
+    lib = Library(root)
+    lib.index()
+    top = ok(lib, "get_document", {"doc_path": "long.md"})["top_level_nodes"]
+    if tool == "get_node_content":
+        args: dict[str, Any] = {"doc_path": "long.md", "node_ids": [top[0]["node_id"]]}
+        args["subtree"] = True
+    else:
+        args = {"doc_path": "long.md", "depth": 4}
+    first = call(lib, tool, args)
+    assert first["success"] and first["data"]["parts"] > 1
+    version = first["data"]["version"]
+    (next_call,) = [c for c in first["next_steps"]["calls"] if c["arguments"].get("part") == 2]
+    assert next_call["arguments"]["version"] == version  # following next_steps passes it
+    assert ok(lib, tool, next_call["arguments"])["part"] == 2  # unchanged: served
+
+    text = (root / "long.md").read_text(encoding="utf-8")
+    (root / "long.md").write_text("Intro line.\n\n" + text, encoding="utf-8")
+    lib.index()
+    env = call(lib, tool, next_call["arguments"])
+    assert not env["success"] and env["code"] == "DOCUMENT_CHANGED"
+    assert env["details"]["version"] != version
+    restart = env["next_steps"]["calls"][0]["arguments"]
+    assert restart["part"] == 1 and "version" not in restart
+    again = ok(lib, tool, restart)
+    assert again["version"] == env["details"]["version"]
+    assert ok(lib, tool, {**next_call["arguments"], "version": again["version"]})["part"] == 2
+    assert ok(lib, tool, {**args, "part": 2})["part"] == 2  # no version given: served as before
     lib.close()
