@@ -38,6 +38,7 @@ from markindex_core.errors import MarkindexError
 from markindex_core.index.reading import Unreadable, open_regular, read_at_most
 from markindex_core.store import runs
 from markindex_core.store.db import Store
+from markindex_core.store.files import pid_alive
 from markindex_core.store.lock import WriterLock, lock_path_for, writer_active
 
 if TYPE_CHECKING:
@@ -179,7 +180,7 @@ def remove_daemon_record(db_path: Path) -> None:
             if ours and int(pid) == os.getpid():
                 gone = True
             else:
-                gone = not _pid_alive(int(pid)) and (ours or _mtime(record) < old)
+                gone = not pid_alive(int(pid)) and (ours or _mtime(record) < old)
             if gone:
                 with contextlib.suppress(OSError):
                     record.unlink()
@@ -203,16 +204,6 @@ def read_daemon_records(db_path: Path) -> list[dict[str, Any]]:
             if data is not None and data.get("db") == str(db_path):
                 out.append(data)
     return out
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def writer_lock_state(db_path: Path) -> tuple[bool, int | None]:
@@ -495,7 +486,7 @@ def _judge(
     beat = _float(daemon.get("heartbeat_at")) or 0.0
     dpid = daemon.get("pid")
     state = str(daemon.get("state"))
-    visible = isinstance(dpid, int) and _pid_alive(dpid)
+    visible = isinstance(dpid, int) and pid_alive(dpid)
     # A daemon in another pid namespace (a container sharing the folder) is no process here,
     # but the writer lock it holds names it: the lock holder wrote its pid and holds the lock.
     holds_lock = isinstance(dpid, int) and locked and holder == dpid

@@ -38,6 +38,7 @@ from markindex_core.store.files import (
     fsync_dir,
     open_error,
     os_error,
+    pid_alive,
     read_only_file,
     remove_db_files,
     sqlite_header,
@@ -205,7 +206,7 @@ def _create(db_path: Path) -> None:
         f"{glob.escape(db_path.name)}.new-*"
     ):  # left by a killed creator
         pid = stale.name.rpartition("-")[2]
-        if pid.isdigit() and not _alive(int(pid)):
+        if pid.isdigit() and not pid_alive(int(pid)):
             remove_db_files(stale)
     tmp = db_path.with_name(f"{db_path.name}.new-{os.getpid()}")
     remove_db_files(tmp)
@@ -229,16 +230,6 @@ def _create(db_path: Path) -> None:
         if conn is not None:
             conn.close()
         remove_db_files(tmp)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except (ProcessLookupError, OverflowError):  # no such process (or no such pid at all)
-        return False
-    except OSError:  # alive, another user's
-        return True
-    return True
 
 
 def _on_read_only_file_system(path: Path) -> bool:

@@ -234,3 +234,14 @@ def write_error(exc: apsw.Error | OSError, path: Path, errno_: int = 0) -> Marki
     if isinstance(exc, apsw.ReadOnlyError):
         return read_only_file(path)
     return open_error(exc, path, readonly=False, errno_=errno_)
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether process `pid` exists (another user's too). A number no pid can be is no process."""
+    try:
+        os.kill(pid, 0)
+    except (ProcessLookupError, OverflowError):
+        return False
+    except OSError:  # EPERM: alive, another user's
+        return True
+    return True

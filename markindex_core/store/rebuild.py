@@ -26,7 +26,7 @@ import apsw
 from markindex_core.config import SQLITE_SIDE_SUFFIXES
 from markindex_core.errors import MarkindexError
 from markindex_core.store.db import Store, check_replaceable, connect
-from markindex_core.store.files import fsync_dir, rebuild_path, remove_db_files
+from markindex_core.store.files import fsync_dir, pid_alive, rebuild_path, remove_db_files
 from markindex_core.store.summaries import copy_cache
 
 _OLD_CHECKPOINT_WAIT_MS = 1_000  # readers of the old index may delay its last checkpoint this long
@@ -45,18 +45,8 @@ def discard_leftover(live: Path) -> None:
         for suffix in SQLITE_SIDE_SUFFIXES:
             name = name.removesuffix(suffix)
         pid = name.rpartition("-")[2]
-        if pid.isdigit() and not _alive(int(pid)):
+        if pid.isdigit() and not pid_alive(int(pid)):
             remove_db_files(path.with_name(name))
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except (ProcessLookupError, OverflowError):  # no such process (or no such pid at all)
-        return False
-    except OSError:  # alive, another user's
-        return True
-    return True
 
 
 @contextmanager
