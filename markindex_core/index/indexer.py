@@ -247,8 +247,7 @@ class Indexer:
                 report.unchanged += 1
                 continue
             todo.append(rel)
-        mine = bool(todo) and (wanted is None or self.store.get_meta(runs.UNFINISHED_RUN) is None)
-        if mine:  # said by status and every answer if the run never gets to its end
+        if todo and wanted is None:  # said by status and every answer if it never gets to its end
             self.store.set_meta(runs.mark(len(todo)))
         self._build(todo, files, states, report, progress, rebuilt, skipped)
         report.scope = wanted
@@ -260,9 +259,10 @@ class Indexer:
                 "last_index_at": f"{time.time():.3f}",
                 "last_index_seconds": f"{report.seconds:.3f}",
             },
-            # A whole-library run leaves nothing of an earlier unfinished one to do; a run of a
-            # few paths closes only its own mark.
-            drop=[runs.UNFINISHED_RUN] if mine or wanted is None else [],
+            # A whole-library run leaves nothing of an earlier unfinished one to do. Runs of a
+            # few paths (the daemon's) neither mark nor clear: a failed one is retried, and the
+            # daemon's own status says what it has left undone (see serve/daemon.py).
+            drop=[runs.UNFINISHED_RUN] if wanted is None else [],
         )
         return report
 

@@ -3,10 +3,12 @@ crashed while it had files to write.
 
 Each write is one transaction, so such an index opens and what it holds is whole. But it may lack
 documents the run had still to add, and hold old versions of those it had still to update or
-remove, and nothing else says so: its document count looks like a finished index's. A run that has
-files to write marks the index when it starts, and clears the mark when it ends (see
-`index.indexer`). A mark left while no writer holds the lock is said by `status`, `search` and
-every tool answer, until a run of the whole library ends.
+remove, and nothing else says so: its document count looks like a finished index's. A run of the
+whole library that has files to write marks the index when it starts, and clears the mark when it
+ends (see `index.indexer`). A mark left while no writer holds the lock is said by `status`,
+`search` and every tool answer, until a run of the whole library ends. The daemon's runs of a few
+changed paths leave no mark: a failed one is retried, and the daemon's own status says what it
+left undone when it stops or dies.
 """
 
 from __future__ import annotations

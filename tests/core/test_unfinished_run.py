@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -83,18 +84,27 @@ def test_a_run_stopped_midway_is_said_until_a_whole_run_ends(
     lib.close()
 
 
-def test_a_run_of_a_few_paths_leaves_an_earlier_runs_mark(tmp_path: Path) -> None:
+def test_a_run_of_a_few_paths_neither_marks_nor_clears(tmp_path: Path) -> None:
     root, db = interrupted_library(tmp_path)
     write(root, "doc0.md", "# Changed\n\nNew text.\n")
-    store, lock = open_for_writing(db)
-    try:
-        Indexer(root, store).run(paths=["doc0.md"])  # the daemon's path for one changed file
-    finally:
-        store.close()
-        lock.release()
+
+    def run_paths(paths: list[str], progress: Any = None) -> None:
+        store, lock = open_for_writing(db)
+        try:
+            Indexer(root, store).run(progress, paths=paths)  # the daemon's path for changed files
+        finally:
+            store.close()
+            lock.release()
+
+    run_paths(["doc0.md"])  # does not close the whole run's mark: its other files are still due
     lib = Library(root, db)
     assert "stopped before its end" in (lib.unfinished_run_warning() or "")
     lib.index(workers=0)
+    assert lib.unfinished_run_warning() is None
+    # A few-paths run that fails is retried by the daemon, whose own status covers it: no mark
+    write(root, "doc1.md", "# Changed too\n\nOther text.\n")
+    with pytest.raises(Stop):
+        run_paths(["doc1.md", "doc2.md"], stop_after(1))
     assert lib.unfinished_run_warning() is None
     lib.close()
 
