@@ -147,6 +147,7 @@ class Status:
     indexed: bool = True  # False: no index file at the path, or it cannot be read
     error: str | None = None  # why it cannot be read
     stale: str | None = None  # why a live daemon is not keeping the index current
+    unfinished: str | None = None  # the last index run stopped before its end (store/runs.py)
 
 
 def folder_listing(lib: Library, folder: str) -> FolderListing:
@@ -243,8 +244,7 @@ def status(lib: Library) -> Status:
     """Index totals and who writes it, via the core's `read_status` (shared with the CLI)."""
     info = read_status(lib)
     stale = daemon_warning(info["daemon"])  # also a frozen daemon that holds the lock
-    if stale is None and info["unfinished_run"]:
-        stale = unfinished_warning(info["unfinished_run"])  # a run killed or stopped midway
+    run = info["unfinished_run"]  # a run killed or stopped midway
     if info["daemon_writing"]:
         writer = "daemon"
     elif info["writer_locked"]:
@@ -259,6 +259,7 @@ def status(lib: Library) -> Status:
         indexed=bool(info["indexed"]),
         error=info["error"],
         stale=stale,
+        unfinished=unfinished_warning(run) if run else None,
     )
 
 

@@ -23,21 +23,29 @@ def render_status(name: str, s: Status, now: float, watching: str) -> Text:
         text.append(f" · {s.skipped} skipped")
     if s.last_index_at is not None:
         text.append(f" · indexed {age(max(0.0, now - s.last_index_at))}")
-    if watching:
-        text.append(f" · {watching}", style="bold")
-    elif s.stale is not None:  # a live daemon that cannot keep up: never "writing"
-        text.append(" · daemon not updating", style="bold yellow")
-    elif s.writer == "daemon":
-        text.append(" · daemon writing", style="bold")
-    elif s.writer == "writer":
-        text.append(" · being indexed", style="bold")
-    else:
-        text.append(" · no daemon", style="dim")
+    text.append(*_writer(s, watching))
     if s.error is not None:  # last: the parts before stay in view when it is long
         text.append(f" · {printable(s.error)}", style="red")
     elif s.stale is not None and not watching:
         text.append(f" · {printable(s.stale)}", style="yellow")
+    elif s.unfinished is not None and not watching and s.writer == "none":
+        text.append(f" · {printable(s.unfinished)}", style="yellow")
     return text
+
+
+def _writer(s: Status, watching: str) -> tuple[str, str]:
+    """Who keeps the index current, as (text, style)."""
+    if watching:
+        return f" · {watching}", "bold"
+    if s.stale is not None:  # a live daemon that cannot keep up: never "writing"
+        return " · daemon not updating", "bold yellow"
+    if s.writer == "daemon":
+        return " · daemon writing", "bold"
+    if s.writer == "writer":
+        return " · being indexed", "bold"
+    if s.unfinished is not None:  # a run that was killed or stopped: i completes it
+        return " · last index run unfinished (i completes it)", "bold yellow"
+    return " · no daemon", "dim"
 
 
 class StatusBar(Static):

@@ -336,3 +336,27 @@ async def test_big_folders_are_paged(tmp_path: Path, monkeypatch: pytest.MonkeyP
         await settle(pilot)
         assert tree.cursor_node is not None and tree.cursor_node.data is not None
         assert tree.cursor_node.data.ref.path == "d4.md"
+
+
+async def test_an_unfinished_index_run_is_said_and_i_completes_it(indexed_sample: Library) -> None:
+    root = indexed_sample.root
+    for i in range(30):
+        (root / f"added{i}.md").write_text(f"# Added {i}\n\nText {i}.\n", encoding="utf-8")
+
+    class Stop(Exception):
+        pass
+
+    def stop(done: int, total: int, path: str) -> None:
+        raise Stop  # as Ctrl-C does to a run: it ends at its first file
+
+    with pytest.raises(Stop):
+        Library(root).index(progress=stop, workers=0)
+    app = make_app(root)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        bar = app.screen.query_one(StatusBar)
+        assert bar.status is not None and bar.status.unfinished is not None
+        assert "last index run unfinished" in str(bar.render())
+        await pilot.press("i")
+        await wait_until(pilot, lambda: bar.status is not None and bar.status.unfinished is None)
+        assert bar.status.documents == 34 and "unfinished" not in str(bar.render())
