@@ -104,6 +104,8 @@ _INSTRUCTIONS: dict[Target, str] = {"node": NODE_INSTRUCTIONS, "document": DOCUM
 _DESCRIPTION_KEYS = ("description", "summary", "abstract")
 _FATAL_STATUS = frozenset({401, 403, 404})  # every further request would fail the same way
 _SPACES = re.compile(r"\s+")
+# Half of a surrogate pair: JSON can carry one ("\ud800"), UTF-8 (and so SQLite) cannot.
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 @dataclass(frozen=True)
@@ -290,8 +292,9 @@ def planned_estimate(model: str, requests: Sequence[SummaryRequest]) -> Estimate
 
 def clean_answer(text: str) -> str:
     """One line of plain text, at most `SUMMARY_MAX_CHARS` (cut after a sentence when one ends
-    in the last fifth)."""
-    text = _SPACES.sub(" ", text).strip()
+    in the last fifth). A lone surrogate becomes U+FFFD: stored as it came, it would make the
+    index write fail."""
+    text = _SPACES.sub(" ", _LONE_SURROGATE.sub("\ufffd", text)).strip()
     if len(text) <= SUMMARY_MAX_CHARS:
         return text
     cut = text[:SUMMARY_MAX_CHARS]
