@@ -32,7 +32,8 @@ The cache
 Failures
     A request that still fails after its retries (HTTP error, empty answer) is counted in the
     report's `summary_errors` and the node keeps no summary; it is asked again on the next run.
-    An error that every request would hit (401/403/404: a wrong key, model or URL) stops the run.
+    An error that every request would hit (401/403/404: a wrong key, model or URL; a quota or
+    credit used up; a retry-after longer than we wait) stops the run.
 Trust
     Summaries are model output about untrusted text: stored and served as data, shown through
     `printable` in human output like every document text.
@@ -57,6 +58,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from markindex_core.config import (
     DESCRIPTION_INPUT_TOKENS,
     DESCRIPTION_OUTLINE_TITLES,
+    LLM_RETRY_MAX_WAIT_S,
     SUMMARY_CHILD_TITLES,
     SUMMARY_COMMIT_EVERY,
     SUMMARY_COMMIT_SECONDS,
@@ -466,17 +468,27 @@ class _AskAll:
 
 async def _ask(model: Any, req: SummaryRequest) -> str:
     from pydantic_ai.direct import model_request
-    from pydantic_ai.exceptions import ModelHTTPError
+    from pydantic_ai.exceptions import ModelHTTPError, ModelQuotaExceededError
     from pydantic_ai.messages import ModelRequest, TextPart, UserPromptPart
     from pydantic_ai.settings import ModelSettings
+
+    from markindex_core.llm.models import classify_error
 
     message = ModelRequest(parts=[UserPromptPart(req.prompt)], instructions=req.instructions)
     settings = ModelSettings(max_tokens=SUMMARY_MAX_OUTPUT_TOKENS)
     try:
         response = await model_request(model, [message], model_settings=settings)
+    except ModelQuotaExceededError as exc:  # out of credit: every request would be refused
+        raise _Stop("the provider says the quota or credit is used up: stopped asking") from exc
     except ModelHTTPError as exc:
         if exc.status_code in _FATAL_STATUS:
             raise _Stop(f"the model answered HTTP {exc.status_code}: stopped asking") from exc
+        advice = classify_error(exc)
+        if advice is not None and advice.after is not None and advice.after > LLM_RETRY_MAX_WAIT_S:
+            raise _Stop(
+                f"the model answered HTTP {exc.status_code} and asked to wait "
+                f"{advice.after:.0f} s: stopped asking (run again later)"
+            ) from exc
         raise
     text = clean_answer("".join(p.content for p in response.parts if isinstance(p, TextPart)))
     if not text:

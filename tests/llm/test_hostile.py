@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.llm.scripted_server import ScriptedServer, reply
+from tests.llm.scripted_server import ScriptedServer, Step, error, reply
 from tests.llm.summary_library import write_library
 from tests.llm.test_summaries import PLANNED, markindex, summarize
 
@@ -30,3 +30,26 @@ def test_a_summary_holding_a_lone_surrogate_is_stored_with_a_replacement_charact
     assert tree.returncode == 0, tree.stderr
     summaries = {n["summary"] for n in json.loads(tree.stdout)["nodes"]}
     assert summaries == {"Covers \ufffd backups."}
+
+
+@pytest.mark.parametrize(
+    ("refusal", "said"),
+    [
+        (  # OpenAI's answer when the account has no credit left: waiting does not help
+            Step(status=429, body={"error": {"message": "No quota", "code": "insufficient_quota"}}),
+            "quota or credit is used up",
+        ),
+        (Step(status=402, body={"error": {"message": "payment required"}}), "quota or credit"),
+        (error(429, retry_after=3600), "asked to wait 3600 s"),
+    ],
+)
+def test_a_refusal_every_request_would_meet_stops_the_summary_run_at_once(
+    root: Path, server: ScriptedServer, refusal: Step, said: str
+) -> None:
+    server.push(refusal)
+    server.fallback = lambda _req: reply("A summary.")
+    report = summarize(root, server, "--summary-concurrency", "1", code=1)
+    assert len(server.requests) == 1
+    assert report["summary_errors"] == PLANNED and report["summaries"]["written"] == 0
+    (message,) = report["summaries"]["error_messages"]
+    assert said in message and "stopped asking" in message
