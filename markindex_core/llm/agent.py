@@ -7,7 +7,8 @@ The loop is a pydantic-ai agent driven node by node (`Agent.iter`), so it can st
   whose `[doc_path, L<start>-<end>]` citations are parsed);
 - `max_steps`: the next model request would be request number `max_steps + 1`;
 - `budget`: the next request's estimated input tokens, added to the input tokens used so far,
-  would exceed `max_input_tokens`.
+  would exceed `max_input_tokens` (used so far: what the server reported, or our estimate of
+  what was sent when that is more, so a server reporting no usage cannot lift the budget).
 
 Citations are checked against the index (document known, lines inside it); a submission with no
 usable citation is sent back once or twice with what was wrong. Every model request passes the
@@ -329,6 +330,7 @@ async def _drive(
 
     fixed = _fixed_tokens()
     output: Any = None
+    sent = 0  # estimated input tokens of the requests made: a server may report none, or 0
     async with agent.iter(question, usage_limits=UsageLimits(request_limit=None)) as agent_run:
         node = agent_run.next_node
         while not isinstance(node, End):
@@ -338,9 +340,11 @@ async def _drive(
                     break
                 if max_input_tokens is not None:
                     planned = fixed + _history_tokens([*agent_run.all_messages(), node.request])
-                    if agent_run.usage.input_tokens + planned > max_input_tokens:
+                    used = max(agent_run.usage.input_tokens, sent)
+                    if used + planned > max_input_tokens:
                         run.stop_reason = "budget"
                         break
+                    sent += planned
                 run.steps += 1
             node = await agent_run.next(node)
         if isinstance(node, End) and agent_run.result is not None:

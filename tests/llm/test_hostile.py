@@ -8,8 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.llm.scripted_server import ScriptedServer, Step, error, reply
+from markindex_core.library import Library
+from markindex_core.llm.agent import retrieve
+from tests.llm.scripted_server import ScriptedServer, Step, error, repeat, reply, tool_call
 from tests.llm.summary_library import write_library
+from tests.llm.test_retrieve import MODEL
 from tests.llm.test_summaries import PLANNED, markindex, summarize
 
 
@@ -53,3 +56,18 @@ def test_a_refusal_every_request_would_meet_stops_the_summary_run_at_once(
     assert report["summary_errors"] == PLANNED and report["summaries"]["written"] == 0
     (message,) = report["summaries"]["error_messages"]
     assert said in message and "stopped asking" in message
+
+
+def test_the_budget_holds_when_the_server_reports_no_input_tokens(
+    indexed_sample: Library, server: ScriptedServer
+) -> None:
+    # Some servers report usage 0 (or none at all); the budget must still bound the run.
+    server.fallback = repeat(tool_call("browse_documents", {"folder": ""}, prompt_tokens=0))
+    budget = 10_000
+    result = retrieve(
+        indexed_sample, "q", model=MODEL, base_url=server.base_url, max_input_tokens=budget,
+        max_steps=40,
+    )  # fmt: skip
+    assert result.stop_reason == "budget" and result.usage.input_tokens == 0
+    # The same run against a server that reports its usage makes 3 requests (each ~2 500+).
+    assert len(server.requests) <= 4
