@@ -75,9 +75,14 @@ def parse_spec(spec: str) -> tuple[str, str]:
 
 
 def resolve_model(
-    spec: str, base_url: str | None = None, *, limiter: RateLimiter | None = None
+    spec: str,
+    base_url: str | None = None,
+    *,
+    limiter: RateLimiter | None = None,
+    timeout: float | None = None,
 ) -> Model:
-    """The pydantic-ai model for `spec`, wrapped so every request passes `limiter` and retries.
+    """The pydantic-ai model for `spec`, wrapped so every request passes `limiter` and retries,
+    each attempt ending after `timeout` seconds (default `LLM_HTTP_TIMEOUT_S`).
 
     Raises ModelUnavailable (extra, SDK or key missing; unknown provider) with one clear line.
     """
@@ -101,7 +106,9 @@ def resolve_model(
         ) from None
     from markindex_core.llm.limited import LimitedModel
 
-    return LimitedModel(model, limiter)
+    if timeout is None:
+        return LimitedModel(model, limiter)
+    return LimitedModel(model, limiter, timeout=timeout)
 
 
 def _check_environment(name: str, known: _Provider, base_url: str | None) -> None:

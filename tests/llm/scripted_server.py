@@ -8,6 +8,7 @@ logged with its arrival time (time.monotonic), headers and JSON body.
     with ScriptedServer() as server:
         server.push(tool_call("browse_documents", {"folder": ""}), reply("done"))
         server.push(error(429, retry_after=1), reply("summary"))
+        server.push(Step(stall=True))  # headers, then a space now and then, never the body
         model = f"openai-chat:scripted"  # with base_url=server.base_url
 """
 
@@ -24,6 +25,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 JSON = dict[str, Any]
+STALLED = 0  # the status `answer` gives a stalled step: the handler trickles instead of answering
 
 
 @dataclass(frozen=True)
@@ -38,6 +40,7 @@ class Step:
     prompt_tokens: int | None = None  # default: the request's JSON length / 4
     completion_tokens: int = 10
     delay_s: float = 0.0  # answer this much later (concurrency tests)
+    stall: bool = False  # send the headers, then a byte now and then, never the whole body
 
 
 def reply(text: str, **kw: Any) -> Step:
@@ -101,6 +104,7 @@ class ScriptedServer:
     _queue: deque[Step] = field(default_factory=deque)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _ids: itertools.count[int] = field(default_factory=itertools.count)
+    closed: threading.Event = field(default_factory=threading.Event)
 
     def __post_init__(self) -> None:
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
@@ -125,6 +129,7 @@ class ScriptedServer:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self.closed.set()
         self._httpd.shutdown()
         self._httpd.server_close()
         self._thread.join(timeout=5)
@@ -143,6 +148,8 @@ class ScriptedServer:
         step = self._next(logged)
         if step.delay_s:
             time.sleep(step.delay_s)
+        if step.stall:
+            return STALLED, [], {}
         logged.status = step.status
         if step.status != 200:
             return step.status, list(step.headers), step.body or {"error": {"message": "error"}}
@@ -201,7 +208,24 @@ def _handler_for(server: ScriptedServer) -> type[BaseHTTPRequestHandler]:
                 self._send(404, [], {"error": {"message": f"no route {self.path}"}})
                 return
             status, headers, payload = server.answer(logged)
+            if status == STALLED:
+                self._stall()
+                return
             self._send(status, headers, payload)
+
+        def _stall(self) -> None:
+            """A 200 promising a long body that comes a space at a time, until the client goes."""
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", "1000000")
+            self.end_headers()
+            try:
+                while not server.closed.wait(0.2):
+                    self.wfile.write(b" ")
+                    self.wfile.flush()
+            except OSError:
+                pass  # the client gave up
+            self.close_connection = True
 
         def _send(self, status: int, headers: list[tuple[str, str]], payload: JSON) -> None:
             data = json.dumps(payload).encode("utf-8")

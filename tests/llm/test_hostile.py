@@ -8,11 +8,14 @@ from pathlib import Path
 
 import pytest
 
+from markindex_core.config import LLM_RETRY_ATTEMPTS
+from markindex_core.errors import ModelCallFailed
 from markindex_core.library import Library
 from markindex_core.llm.agent import retrieve
+from markindex_core.llm.models import resolve_model
 from tests.llm.scripted_server import ScriptedServer, Step, error, repeat, reply, tool_call
 from tests.llm.summary_library import write_library
-from tests.llm.test_retrieve import MODEL
+from tests.llm.test_retrieve import DOC, MODEL
 from tests.llm.test_summaries import PLANNED, markindex, summarize
 
 
@@ -71,3 +74,31 @@ def test_the_budget_holds_when_the_server_reports_no_input_tokens(
     assert result.stop_reason == "budget" and result.usage.input_tokens == 0
     # The same run against a server that reports its usage makes 3 requests (each ~2 500+).
     assert len(server.requests) <= 4
+
+
+def test_a_server_that_trickles_its_answer_times_out_and_the_request_is_retried(
+    indexed_sample: Library, server: ScriptedServer
+) -> None:
+    # Headers, then a space every 0.2 s: each read succeeds, so only a limit on the whole
+    # attempt ends it.
+    server.push(
+        Step(stall=True),
+        tool_call(
+            "submit_evidence", {"citations": [{"doc_path": DOC, "start_line": 7, "end_line": 7}]}
+        ),
+    )
+    model = resolve_model(MODEL, server.base_url, timeout=1.0)
+    result = retrieve(indexed_sample, "title?", model=model)
+    assert result.stop_reason == "done" and result.evidence[0].text == "# Installing Widget Server"
+    assert len(server.requests) == 2
+
+
+def test_a_server_that_never_finishes_fails_the_run_with_one_line(
+    indexed_sample: Library, server: ScriptedServer
+) -> None:
+    server.fallback = repeat(Step(stall=True))
+    model = resolve_model(MODEL, server.base_url, timeout=0.5)
+    with pytest.raises(ModelCallFailed) as info:
+        retrieve(indexed_sample, "title?", model=model)
+    assert "ModelTimeoutError" in info.value.message and "0.5 s" in info.value.message
+    assert len(server.requests) == 1 + LLM_RETRY_ATTEMPTS
