@@ -81,17 +81,31 @@ class Citations(BaseModel):
 
 
 _TEXT_CITATION = re.compile(r"\[\s*([^\[\],\n]+?)\s*,\s*L(\d+)(?:\s*[-–]\s*L?(\d+))?\s*\]")
+# Citations of one answer that are looked at; a model citing more is broken or hostile, and
+# checking each against the index would take minutes (400 000 took 40 s).
+MAX_CITATIONS = 1000
 
 
 def citations_in_text(text: str) -> list[Citation]:
-    """`[doc_path, L<start>-<end>]` citations in a text answer (for models that answer in text)."""
-    out = []
+    """`[doc_path, L<start>-<end>]` citations in a text answer (for models that answer in text),
+    the first `MAX_CITATIONS` of them."""
+    out: list[Citation] = []
     for m in _TEXT_CITATION.finditer(text):
+        if len(out) >= MAX_CITATIONS:
+            break
         start = int(m.group(2))
         out.append(
             Citation(doc_path=m.group(1), start_line=start, end_line=int(m.group(3) or start))
         )
     return out
+
+
+def _distinct(citations: list[Citation]) -> list[Citation]:
+    """The first `MAX_CITATIONS` citations, each range once."""
+    seen: dict[tuple[str, int, int], Citation] = {}
+    for c in citations[:MAX_CITATIONS]:
+        seen.setdefault((c.doc_path, c.start_line, c.end_line), c)
+    return list(seen.values())
 
 
 # ----- what retrieve returns ---------------------------------------------------------------------
@@ -148,8 +162,10 @@ def read_evidence(store: Store, citations: list[Citation]) -> tuple[list[Evidenc
     """The cited lines from the index (ranges merged per document, long ones cut), and what was
     rejected with its reason."""
     rejected: list[str] = []
+    if len(citations) > MAX_CITATIONS:
+        rejected.append(f"{len(citations) - MAX_CITATIONS} citations over {MAX_CITATIONS} ignored")
     ranges: dict[str, list[tuple[int, int]]] = {}
-    for c in citations:
+    for c in _distinct(citations):
         problem = check_citation(store, c)
         if problem:
             rejected.append(problem)
@@ -255,6 +271,7 @@ def build_agent(lib: IndexAccess, model: Model, run: _Run | None = None) -> Any:
         cited = output.citations if isinstance(output, Citations) else citations_in_text(output)
         if not cited:
             return output
+        cited = _distinct(cited)
         problems = [p for c in cited if (p := check_citation(lib.store, c))]
         if len(problems) == len(cited):  # nothing usable: say why, once or twice
             raise ModelRetry("no citation could be used: " + "; ".join(problems[:5]))

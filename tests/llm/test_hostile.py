@@ -11,7 +11,7 @@ import pytest
 from markindex_core.config import LLM_RETRY_ATTEMPTS
 from markindex_core.errors import ModelCallFailed
 from markindex_core.library import Library
-from markindex_core.llm.agent import retrieve
+from markindex_core.llm.agent import MAX_CITATIONS, retrieve
 from markindex_core.llm.models import resolve_model
 from tests.llm.scripted_server import ScriptedServer, Step, error, repeat, reply, tool_call
 from tests.llm.summary_library import write_library
@@ -102,3 +102,23 @@ def test_a_server_that_never_finishes_fails_the_run_with_one_line(
         retrieve(indexed_sample, "title?", model=model)
     assert "ModelTimeoutError" in info.value.message and "0.5 s" in info.value.message
     assert len(server.requests) == 1 + LLM_RETRY_ATTEMPTS
+
+
+def test_only_the_first_thousand_citations_of_an_answer_are_looked_at(
+    indexed_sample: Library, server: ScriptedServer
+) -> None:
+    good = {"doc_path": DOC, "start_line": 7, "end_line": 7}
+    junk = [{"doc_path": f"nope-{i}.md", "start_line": 1, "end_line": 2} for i in range(1200)]
+    server.push(tool_call("submit_evidence", {"citations": [good, good, *junk]}))
+    result = retrieve(indexed_sample, "title?", model=MODEL, base_url=server.base_url)
+    assert [e.text for e in result.evidence] == ["# Installing Widget Server"]
+    assert result.rejected[0] == f"{1202 - MAX_CITATIONS} citations over {MAX_CITATIONS} ignored"
+    assert len(result.rejected) == 1 + MAX_CITATIONS - 2  # the junk within the first thousand
+
+
+def test_a_ten_megabyte_text_answer_gives_its_cited_lines(
+    indexed_sample: Library, server: ScriptedServer
+) -> None:
+    server.push(reply(f"[{DOC}, L7-7] " * 500_000))  # 10 MB
+    result = retrieve(indexed_sample, "title?", model=MODEL, base_url=server.base_url)
+    assert [e.text for e in result.evidence] == ["# Installing Widget Server"]
