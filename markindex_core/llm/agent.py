@@ -94,9 +94,10 @@ def citations_in_text(text: str) -> list[Citation]:
         if len(out) >= MAX_CITATIONS:
             break
         start = int(m.group(2))
-        out.append(
-            Citation(doc_path=m.group(1), start_line=start, end_line=int(m.group(3) or start))
-        )
+        end = int(m.group(3) or start)
+        if start < 1 or end < 1:  # no such line (`L0`): passed over, like any unusable citation
+            continue
+        out.append(Citation(doc_path=m.group(1), start_line=start, end_line=end))
     return out
 
 

@@ -122,3 +122,12 @@ def test_a_ten_megabyte_text_answer_gives_its_cited_lines(
     server.push(reply(f"[{DOC}, L7-7] " * 500_000))  # 10 MB
     result = retrieve(indexed_sample, "title?", model=MODEL, base_url=server.base_url)
     assert [e.text for e in result.evidence] == ["# Installing Widget Server"]
+
+
+def test_a_text_citation_of_line_zero_is_passed_over_and_the_others_kept(
+    indexed_sample: Library, server: ScriptedServer
+) -> None:
+    server.push(reply(f"See [{DOC}, L0-1] and [{DOC}, L7-7]."))
+    result = retrieve(indexed_sample, "title?", model=MODEL, base_url=server.base_url)
+    assert result.stop_reason == "done" and len(server.requests) == 1
+    assert [e.text for e in result.evidence] == ["# Installing Widget Server"]
