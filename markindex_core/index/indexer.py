@@ -166,6 +166,9 @@ class Indexer:
         self.workers = workers if workers is not None else min(2, os.cpu_count() or 1)
         self.parse_timeout = parse_timeout
         self.rules = IgnoreRules(root, self.ignore)
+        # A mark the writer keeps between runs (a daemon's, see `store.runs.live_mark`): a
+        # whole-library run puts it back in place of its own rather than clear it.
+        self.standing: dict[str, str] | None = None
 
     def reload_rules(self) -> None:
         self.rules = IgnoreRules(self.root, self.ignore)
@@ -254,15 +257,18 @@ class Indexer:
         report.unreadable = sorted(unreadable)
         report.linked = {rel: st for rel, st in files.items() if st.links > 1}
         report.seconds = time.perf_counter() - t0
+        whole = wanted is None
         self.store.set_meta(
             {
                 "last_index_at": f"{time.time():.3f}",
                 "last_index_seconds": f"{report.seconds:.3f}",
+                **((self.standing or {}) if whole else {}),
             },
-            # A whole-library run leaves nothing of an earlier unfinished one to do. Runs of a
-            # few paths (the daemon's) neither mark nor clear: a failed one is retried, and the
-            # daemon's own status says what it has left undone (see serve/daemon.py).
-            drop=[runs.UNFINISHED_RUN] if wanted is None else [],
+            # A whole-library run leaves nothing of an earlier unfinished one to do (a daemon's
+            # standing mark is put back: see `store.runs`). Runs of a few paths (the daemon's)
+            # neither mark nor clear: a failed one is retried, and the daemon's own status says
+            # what it has left undone.
+            drop=[runs.UNFINISHED_RUN] if whole and not self.standing else [],
         )
         return report
 

@@ -105,6 +105,7 @@ from markindex_core.serve.watch import (
     minimal_paths,
     start_watching,
 )
+from markindex_core.store import runs
 from markindex_core.store.db import Store
 from markindex_core.store.files import rebuild_path
 from markindex_core.store.integrity import check_index
@@ -329,6 +330,7 @@ class Daemon:
         self._read_only_since: float | None = None  # wall clock; waiting for the writer lock
         self._full_at = time.monotonic()  # the last full reconcile ended (see `_sweep_when_idle`)
         self._stopper: threading.Thread | None = None
+        self._busy_at_stop = False  # a reconcile was under way when the stop began
         self._tidied_for: float | None = None
         self._catching_up: asyncio.Future[None] | None = None  # a slice of summaries, if any
         self._tidying: asyncio.Task[None] | None = None  # the idle merge of FTS segments
@@ -963,6 +965,7 @@ class Daemon:
         Synchronous on purpose: under anyio (the MCP server) every `await` inside a cancelled
         scope is cancelled again, so an awaiting shutdown would stop halfway.
         """
+        self._busy_at_stop = bool(self._get("busy"))
         self._set(state="stopping")
         self._stopping.set()
         if self._session is not None:
@@ -982,7 +985,7 @@ class Daemon:
         """Stop watching, let an in-flight reconcile commit (bounded), close, free the lock."""
         if watch is not None:
             watch.stop()
-        done = self._writer.submit(self._close_writer)
+        done = self._writer.submit(self._last_close)
         try:
             done.result(timeout=DAEMON_SHUTDOWN_S)
         except TimeoutError:  # concurrent.futures raises the built-in one (3.11+)
@@ -1001,9 +1004,9 @@ class Daemon:
         self._writer.shutdown(wait=False)
         self._stopped()
 
-    def _stopped(self) -> None:
-        """The last step of a stop, once the writer is closed: say how the index was left (a
-        change seen but not indexed makes it a stop that status reports), free the lock."""
+    def _left_behind(self) -> tuple[str | None, str | None]:
+        """Why the index is not up to date as the daemon stops, and what to do; (None, None)
+        when it is."""
         fatal = self.fatal
         c = self._coalescer
         paths, rules, full = c.unreconciled() if c is not None else (0, False, False)
@@ -1012,18 +1015,42 @@ class Daemon:
         # for events the kernel dropped, is.
         needed = not self._get("reconciles") or self._events_lost.is_set()
         whole = rules or (full and needed)
-        reason: str | None = None
-        hint: str | None = None
         if fatal is not None:
-            reason, hint = fatal.message, fatal.hint
-        elif whole or paths:
+            return fatal.message, fatal.hint
+        if whole or paths:
             left = (
                 "a reconcile of the whole library unfinished"
                 if whole
                 else f"{paths} changed path{'s' if paths > 1 else ''} not yet indexed"
             )
-            reason = f"it was asked to stop with {left}"
-            hint = "run `markindex index ROOT`, or start the daemon again, to bring it up to date"
+            return (
+                f"it was asked to stop with {left}",
+                "run `markindex index ROOT`, or start the daemon again, to bring it up to date",
+            )
+        return None, None
+
+    def _last_close(self) -> None:
+        """Close the writer as the daemon stops (writer thread); when the index is up to date,
+        first clear the mark the daemon kept while it wrote (see `_ready_writer`)."""
+        indexer, store = self._indexer, self._store
+        current = (
+            not self._busy_at_stop
+            and self._get("reconciles")
+            and not self._damaged.is_set()
+            and self._left_behind() == (None, None)
+        )
+        if current and store is not None and indexer is not None and indexer.standing:
+            try:
+                store.set_meta({}, drop=[runs.UNFINISHED_RUN])
+            except (apsw.Error, OSError) as exc:  # the mark stays: said until a whole run ends
+                log.warning("could not note that the index is up to date: %s", exc)
+        self._close_writer()
+
+    def _stopped(self) -> None:
+        """The last step of a stop, once the writer is closed: say how the index was left (a
+        change seen but not indexed makes it a stop that status reports), free the lock."""
+        fatal = self.fatal
+        reason, hint = self._left_behind()
         self._set(
             state=f"stopped: {reason}" if reason else "stopped",
             reason=reason,
@@ -1067,12 +1094,22 @@ class Daemon:
             store.close()  # first forget it: a failed close must not leave it in use
 
     def _ready_writer(self) -> tuple[Indexer, Store]:
-        """The writer, reopened first when the last failure asked for it (e.g. made writable)."""
+        """The writer, reopened first when the last failure asked for it (e.g. made writable).
+
+        The index is marked as this daemon's to keep current (`runs.live_mark`) before anything
+        is written: killed, the daemon leaves the mark, and status and every answer say the index
+        may be behind until a run of the whole library ends. (That another writer took the lock
+        since says nothing: an `index --rebuild` or an `index` stopped during its scan takes it,
+        writes no mark of its own into this file, and ends without catching up.)"""
         if self._reopen.is_set() or self._store is None:
             self._close_writer()
             self._open_writer()
             self._reopen.clear()
         assert self._indexer is not None and self._store is not None
+        if self._indexer.standing is None:
+            standing = runs.live_mark(os.getpid())
+            self._store.set_meta(standing)
+            self._indexer.standing = standing
         return self._indexer, self._store
 
     def _reconcile(self, batch: Batch) -> IndexReport:
@@ -1147,6 +1184,7 @@ class Daemon:
         self._identity.db = self._identity.rebuilt
         self._damaged.clear()
         self._reopen.set()
+        self._ready_writer()  # the new file holds no mark of this daemon yet
         _release_memory(report)
         return report
 

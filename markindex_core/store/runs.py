@@ -6,9 +6,15 @@ documents the run had still to add, and hold old versions of those it had still 
 remove, and nothing else says so: its document count looks like a finished index's. A run of the
 whole library that has files to write marks the index when it starts, and clears the mark when it
 ends (see `index.indexer`). A mark left while no writer holds the lock is said by `status`,
-`search` and every tool answer, until a run of the whole library ends. The daemon's runs of a few
-changed paths leave no mark: a failed one is retried, and the daemon's own status says what it
-left undone when it stops or dies.
+`search` and every tool answer, until a run of the whole library ends.
+
+A daemon is a run that never ends by itself: it marks the index when it starts writing (its
+mark names it, see `live_mark`), keeps the mark through its own runs, and clears it when it stops
+with nothing left to index. Killed, it leaves the mark, so its index is said to be behind until a
+whole-library run ends: not only until another writer takes the lock, which a run that is itself
+stopped (an `index --rebuild` or an `index` killed during its scan) does too. Its runs of a few
+changed paths neither mark nor clear: a failed one is retried, and its own status says what it
+left undone when it stops.
 """
 
 from __future__ import annotations
@@ -28,15 +34,22 @@ def mark(files: int) -> dict[str, str]:
     return {UNFINISHED_RUN: json.dumps({"at": round(time.time(), 3), "files": files})}
 
 
+def live_mark(pid: int) -> dict[str, str]:
+    """The meta value a daemon (process `pid`) keeps while it writes the index."""
+    return {UNFINISHED_RUN: json.dumps({"at": round(time.time(), 3), "files": None, "daemon": pid})}
+
+
 def unfinished_run(meta_value: str | None, db_path: Path) -> dict[str, Any] | None:
-    """The run that left its mark ({"at", "files"}), when no writer holds the lock now (a run
-    under way holds it: its mark is no news)."""
+    """The run that left its mark ({"at", "files"}, and "daemon": its pid when it was a daemon's),
+    when no writer holds the lock now (a run under way holds it: its mark is no news)."""
     if meta_value is None or writer_active(lock_path_for(db_path)):
         return None
     try:
         run = json.loads(meta_value)
+        if run.get("daemon") is not None:
+            return {"at": float(run["at"]), "files": None, "daemon": int(run["daemon"])}
         return {"at": float(run["at"]), "files": int(run["files"])}
-    except (ValueError, TypeError, KeyError):
+    except (ValueError, TypeError, KeyError, AttributeError):
         return {"at": None, "files": None}
 
 
@@ -46,6 +59,13 @@ def unfinished_warning(run: dict[str, Any]) -> str:
     if run.get("at"):
         when = time.strftime(" at %Y-%m-%d %H:%M:%S", time.localtime(run["at"]))
     files = f" with {run['files']} files to write" if run.get("files") else ""
+    if run.get("daemon"):
+        return (
+            f"the live index (daemon pid {run['daemon']}{when.replace(' at', ', writing since')})"
+            " stopped before it was up to date (killed, or stopped with changes not yet indexed):"
+            " documents may be missing or out of date; run `markindex index` (or start the"
+            " daemon) to bring it up to date"
+        )
     return (
         f"the last index run (started{when}{files}) stopped before its end: documents may be"
         " missing or out of date; run `markindex index` (or start the daemon) to complete it"

@@ -412,3 +412,63 @@ def test_a_daemon_in_another_pid_namespace_is_seen_through_the_lock_it_holds(
         assert st["daemon"]["unresponsive"] and st["not_updating"], st["daemon"]  # frozen there
     finally:
         lock.release()
+
+
+_KILLED_REBUILD = """
+import os, signal, sys
+from pathlib import Path
+from markindex_core.library import Library
+
+def progress(done, total, path):
+    if done >= 5:  # killed midway, as a Ctrl-C'd or OOM-killed `index --rebuild` is
+        os.kill(os.getpid(), signal.SIGKILL)
+
+Library(Path(sys.argv[1]), Path(sys.argv[2])).index(rebuild=True, progress=progress, workers=0)
+"""
+
+
+def test_a_killed_daemon_is_said_until_a_whole_run_ends_not_until_another_writer_starts(
+    tmp_path: Path,
+) -> None:
+    """A killed daemon was said only until another writer took the writer lock. An
+    `index --rebuild` killed midway takes it and leaves no mark in the index (its new file is
+    thrown away), so status said "daemon: not running", exit 0, and searches missed the files
+    changed since the daemon died without a word. Now the daemon keeps a mark in the index
+    while it writes, cleared by a clean stop or a whole-library run."""
+    root = _lib(tmp_path, {f"d{i}.md": f"# D{i}\n\nalpha {i}\n" for i in range(40)})
+    db = tmp_path / "idx" / "index.db"
+    d = DaemonProcess(root, db)
+    d.wait_writing()
+    d.stop(signal.SIGKILL)
+    (root / "new.md").write_text("# New\n\nzebrafish\n", encoding="utf-8")  # never indexed
+    assert _status_code(root, db) == 2
+    killed = subprocess.run(
+        [sys.executable, "-c", _KILLED_REBUILD, str(root), str(db)], capture_output=True
+    )
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    st, text = _status(root, db)
+    assert st["unfinished_run"] and st["unfinished_run"]["daemon"] == d.proc.pid, st
+    assert _status_code(root, db) == 2, text
+    assert f"daemon pid {d.proc.pid}" in " ".join(text.split()), text
+    assert "warning" in _search(root, db, "alpha").stderr
+    Library(root, db).index()  # a whole run catches up: a static index, no warning
+    assert _status_code(root, db) == 0
+    assert "warning" not in _search(root, db, "zebrafish").stderr
+
+
+def test_a_daemon_stopped_cleanly_leaves_no_mark_in_the_index(tmp_path: Path) -> None:
+    """The daemon's mark is its own to clear: a clean stop with everything indexed leaves a
+    static index that status calls current, and a new daemon that catches up clears a killed
+    one's mark."""
+    root = _lib(tmp_path, {"a.md": "# A\n\nalpha\n"})
+    db = tmp_path / "idx" / "index.db"
+    d = DaemonProcess(root, db)
+    d.wait_writing()
+    d.stop(signal.SIGKILL)
+    d = DaemonProcess(root, db)
+    d.wait_writing()
+    assert _status(root, db)[0]["unfinished_run"] is None  # a writer holds the lock
+    assert d.stop() == 0, d.log
+    st, _ = _status(root, db)
+    assert st["unfinished_run"] is None and _status_code(root, db) == 0, st
+    assert Store(db, readonly=True).get_meta("unfinished_run") is None
