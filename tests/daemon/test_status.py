@@ -472,3 +472,20 @@ def test_a_daemon_stopped_cleanly_leaves_no_mark_in_the_index(tmp_path: Path) ->
     st, _ = _status(root, db)
     assert st["unfinished_run"] is None and _status_code(root, db) == 0, st
     assert Store(db, readonly=True).get_meta("unfinished_run") is None
+
+
+def test_a_daemon_mark_is_no_news_while_its_daemon_lives(tmp_path: Path) -> None:
+    """Between two sessions (a watcher restarted) a daemon frees the writer lock for a moment:
+    its own mark must not make it say, in its own answers, that it stopped."""
+    from markindex_core.store import runs
+
+    db = tmp_path / "index.db"
+    mine = json.loads(runs.live_mark(os.getpid())[runs.UNFINISHED_RUN])
+    assert runs.unfinished_run(json.dumps(mine), db) is None
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], text=True, capture_output=True
+    )
+    dead = {**mine, "daemon": int(gone.stdout)}
+    run = runs.unfinished_run(json.dumps(dead), db)
+    assert run is not None and run["daemon"] == dead["daemon"], run
+    assert f"daemon pid {dead['daemon']}" in runs.unfinished_warning(run)
