@@ -237,7 +237,10 @@ def write_error(exc: apsw.Error | OSError, path: Path, errno_: int = 0) -> Marki
 
 
 def pid_alive(pid: int) -> bool:
-    """Whether process `pid` exists (another user's too). A number no pid can be is no process."""
+    """Whether process `pid` exists (another user's too). A number no pid can be is no process
+    (0 and negative numbers name process groups to `kill`)."""
+    if pid <= 0:
+        return False
     try:
         os.kill(pid, 0)
     except (ProcessLookupError, OverflowError):

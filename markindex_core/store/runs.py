@@ -20,11 +20,11 @@ left undone when it stops.
 from __future__ import annotations
 
 import json
-import os
 import time
 from pathlib import Path
 from typing import Any
 
+from markindex_core.store.files import pid_alive
 from markindex_core.store.lock import lock_path_for, writer_active
 
 UNFINISHED_RUN = "unfinished_run"  # meta key: {"at": start time, "files": files to write}
@@ -48,23 +48,13 @@ def unfinished_run(meta_value: str | None, db_path: Path) -> dict[str, Any] | No
     try:
         run = json.loads(meta_value)
         if run.get("daemon") is not None:
-            if _alive(int(run["daemon"])):
+            if pid_alive(int(run["daemon"])):
                 return None  # a daemon between two sessions (restarting its watcher): it says
                 # itself how current the index is (see `serve.status.daemon_states`)
             return {"at": float(run["at"]), "files": None, "daemon": int(run["daemon"])}
         return {"at": float(run["at"]), "files": int(run["files"])}
     except (ValueError, TypeError, KeyError, AttributeError):
         return {"at": None, "files": None}
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OverflowError, ValueError):
-        return pid > 0
-    return pid > 0
 
 
 def unfinished_warning(run: dict[str, Any]) -> str:
