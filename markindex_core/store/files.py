@@ -248,3 +248,15 @@ def pid_alive(pid: int) -> bool:
     except OSError:  # EPERM: alive, another user's
         return True
     return True
+
+
+def pid_stopped(pid: int) -> bool:
+    """Whether process `pid` is stopped (SIGSTOP, Ctrl-Z) or traced: it holds what it holds and
+    does nothing. Linux only (/proc); False elsewhere or when it cannot be told."""
+    try:
+        with open(f"/proc/{int(pid)}/stat", "rb") as f:
+            stat = f.read(4096)
+    except (OSError, ValueError):
+        return False
+    state = stat.rpartition(b")")[2].split(maxsplit=1)[:1]  # the field after the command name
+    return state in ([b"T"], [b"t"])

@@ -24,8 +24,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from markindex_core.store.files import pid_alive
-from markindex_core.store.lock import lock_path_for, writer_active
+from markindex_core.store.files import pid_alive, pid_stopped
+from markindex_core.store.lock import WriterLock, lock_path_for, writer_active
 
 UNFINISHED_RUN = "unfinished_run"  # meta key: {"at": start time, "files": files to write}
 
@@ -42,19 +42,28 @@ def live_mark(pid: int) -> dict[str, str]:
 
 def unfinished_run(meta_value: str | None, db_path: Path) -> dict[str, Any] | None:
     """The run that left its mark ({"at", "files"}, and "daemon": its pid when it was a daemon's),
-    when no writer holds the lock now (a run under way holds it: its mark is no news)."""
-    if meta_value is None or writer_active(lock_path_for(db_path)):
+    when no writer holds the lock now (a run under way holds it: its mark is no news), or when
+    the one that holds it is a stopped process ("stopped": its pid; Ctrl-Z, SIGSTOP): a CLI run
+    has no heartbeat, and frozen it would keep the index behind without a word."""
+    if meta_value is None:
         return None
+    stopped = None
+    lock = lock_path_for(db_path)
+    if writer_active(lock):
+        holder = WriterLock(db_path).holder_pid()
+        if holder is None or not pid_stopped(holder):
+            return None
+        stopped = holder
     try:
         run = json.loads(meta_value)
         if run.get("daemon") is not None:
             if pid_alive(int(run["daemon"])):
-                return None  # a daemon between two sessions (restarting its watcher): it says
-                # itself how current the index is (see `serve.status.daemon_states`)
+                return None  # a daemon alive, between two sessions (restarting its watcher) or
+                # frozen: it says itself how current the index is (see `serve.status`)
             return {"at": float(run["at"]), "files": None, "daemon": int(run["daemon"])}
-        return {"at": float(run["at"]), "files": int(run["files"])}
+        return {"at": float(run["at"]), "files": int(run["files"]), "stopped": stopped}
     except (ValueError, TypeError, KeyError, AttributeError):
-        return {"at": None, "files": None}
+        return {"at": None, "files": None, "stopped": stopped}
 
 
 def unfinished_warning(run: dict[str, Any]) -> str:
@@ -69,6 +78,12 @@ def unfinished_warning(run: dict[str, Any]) -> str:
             " stopped before it was up to date (killed, or stopped with changes not yet indexed):"
             " documents may be missing or out of date; run `markindex index` (or start the"
             " daemon) to bring it up to date"
+        )
+    if run.get("stopped"):
+        return (
+            f"the index run writing it (pid {run['stopped']}, started{when}{files}) is stopped"
+            " (Ctrl-Z or SIGSTOP): documents may be missing or out of date until it goes on;"
+            f" resume it (kill -CONT {run['stopped']}, or fg in its terminal)"
         )
     return (
         f"the last index run (started{when}{files}) stopped before its end: documents may be"

@@ -28,7 +28,7 @@ def render_status(name: str, s: Status, now: float, watching: str) -> Text:
         text.append(f" · {printable(s.error)}", style="red")
     elif s.stale is not None and not watching:
         text.append(f" · {printable(s.stale)}", style="yellow")
-    elif s.unfinished is not None and not watching and s.writer == "none":
+    elif s.unfinished is not None and not watching:
         text.append(f" · {printable(s.unfinished)}", style="yellow")
     return text
 
@@ -41,6 +41,8 @@ def _writer(s: Status, watching: str) -> tuple[str, str]:
         return " · daemon not updating", "bold yellow"
     if s.writer == "daemon":
         return " · daemon writing", "bold"
+    if s.writer == "writer" and s.unfinished is not None:  # a writer stopped with Ctrl-Z
+        return " · index run stopped", "bold yellow"
     if s.writer == "writer":
         return " · being indexed", "bold"
     if s.unfinished is not None:  # a run that was killed or stopped: i completes it

@@ -7,6 +7,11 @@ add, and nothing else tells a user that: its document count looks like a finishe
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -15,10 +20,12 @@ import pytest
 from markindex_core.cli.main import main
 from markindex_core.index.indexer import Indexer, open_for_writing
 from markindex_core.library import Library
+from markindex_core.store.db import Store
 from markindex_core.store.lock import WriterLock
+from markindex_core.store.runs import UNFINISHED_RUN
 from markindex_core.tools.contract import call_tool_result
 
-from .helpers import make_library, write
+from .helpers import REPO_ROOT, make_library, write
 
 
 class Stop(Exception):
@@ -121,3 +128,47 @@ def test_a_run_under_way_is_no_news(tmp_path: Path) -> None:
         writer.release()
     assert lib.unfinished_run_warning() is not None
     lib.close()
+
+
+def test_a_stopped_index_run_is_said_while_it_holds_the_lock(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A CLI run has no heartbeat: stopped with Ctrl-Z (SIGSTOP) it holds the writer lock and keeps
+    # the index behind, and status said only "another process is writing the index", exit 0.
+    root = make_library(tmp_path / "lib", 20)
+    db = tmp_path / "db" / "index.db"
+    Library(root, db).index(workers=0)
+    for i in range(1500):
+        write(root, f"more/m{i}.md", f"# More {i}\n\n" + f"added later, number {i}. " * 60)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "markindex_core", "index", str(root), "--db", str(db), "--json"],
+        cwd=REPO_ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        os.kill(proc.pid, signal.SIGSTOP)
+        deadline = time.monotonic() + 60
+        while not marked(db):  # step the run forward until it has marked the index
+            assert proc.poll() is None and time.monotonic() < deadline, "run ended unseen"
+            os.kill(proc.pid, signal.SIGCONT)
+            time.sleep(0.02)
+            os.kill(proc.pid, signal.SIGSTOP)
+            time.sleep(0.05)  # the stop has taken effect
+        code, out, _ = run(capsys, "status", str(root), "--db", str(db), "--json")
+        assert code == 2 and json.loads(out)["unfinished_run"]["stopped"] == proc.pid
+        code, out, _ = run(capsys, "search", str(root), "document", "--db", str(db), "--json")
+        assert f"kill -CONT {proc.pid}" in json.loads(out)["warning"]
+    finally:
+        os.kill(proc.pid, signal.SIGCONT)
+        assert proc.wait(timeout=120) == 0
+    code, out, _ = run(capsys, "status", str(root), "--db", str(db), "--json")
+    assert code == 0 and json.loads(out)["unfinished_run"] is None
+
+
+def marked(db: Path) -> bool:
+    store = Store(db, readonly=True)
+    try:
+        return store.get_meta(UNFINISHED_RUN) is not None
+    finally:
+        store.close()
