@@ -28,7 +28,7 @@ from markindex_core.errors import (
     ReadOnlyLibrary,
 )
 from markindex_core.store import runs
-from markindex_core.store.db import Store, check_replaceable
+from markindex_core.store.db import Store, check_replaceable, held_by_other_library
 from markindex_core.store.files import (
     file_id,
     has_moved,
@@ -232,9 +232,7 @@ class Library:
         if rebuild or not self.db_path.exists():
             return
         owner = self._stored_meta("root")
-        if owner is None or owner == str(self.root) or self.db_path.is_relative_to(self.root):
-            return
-        if not Path(owner).is_dir():
+        if not held_by_other_library(owner, self.root, self.db_path):
             return
         raise OtherLibrary(
             f"{self.db_path} is the index of the library {owner}, not of {self.root}",

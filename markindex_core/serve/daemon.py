@@ -93,7 +93,6 @@ from markindex_core.serve.status import (
     stale_warning,
     write_daemon_record,
     write_status_file,
-    writer_lock_state,
 )
 from markindex_core.serve.watch import (
     LIMIT_HINT,
@@ -109,7 +108,7 @@ from markindex_core.store import runs
 from markindex_core.store.db import Store
 from markindex_core.store.files import rebuild_path
 from markindex_core.store.integrity import check_index
-from markindex_core.store.lock import WriterLock
+from markindex_core.store.lock import WriterLock, writer_lock_state
 from markindex_core.store.rebuild import discard_leftover
 
 __all__ = ["Daemon", "DaemonStopped", "read_status", "run_daemon"]

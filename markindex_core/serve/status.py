@@ -39,7 +39,7 @@ from markindex_core.index.reading import Unreadable, open_regular, read_at_most
 from markindex_core.store import runs
 from markindex_core.store.db import Store
 from markindex_core.store.files import pid_alive
-from markindex_core.store.lock import WriterLock, lock_path_for, writer_active
+from markindex_core.store.lock import WriterLock, writer_lock_state
 
 if TYPE_CHECKING:
     from markindex_core.library import Library
@@ -206,13 +206,6 @@ def read_daemon_records(db_path: Path) -> list[dict[str, Any]]:
     return out
 
 
-def writer_lock_state(db_path: Path) -> tuple[bool, int | None]:
-    """(someone holds the writer lock, pid written in the lock file). Never takes the lock."""
-    if not writer_active(lock_path_for(db_path)):
-        return False, None
-    return True, WriterLock(db_path).holder_pid()
-
-
 def read_status(lib: Library) -> dict[str, Any]:
     """Everything a user or UI asks about a library's index, in one JSON-ready dict.
 
@@ -284,6 +277,7 @@ def read_status(lib: Library) -> dict[str, Any]:
         "indexed_root": None,
         "unfinished_run": None,
     }
+    mark = None
     if db.exists():
         try:
             store = Store(db, readonly=True)
@@ -301,13 +295,14 @@ def read_status(lib: Library) -> dict[str, Any]:
 
                 out["rebuild_due"] = pending_rebuild(meta)
                 out["indexed_root"] = meta.get("root")
-                out["unfinished_run"] = runs.unfinished_run(meta.get(runs.UNFINISHED_RUN), db)
+                mark = meta.get(runs.UNFINISHED_RUN)
                 out["indexed"] = True
             finally:
                 store.close()
     locked, pid = writer_lock_state(db)
     out["writer_locked"] = locked
     out["writer_pid"] = pid
+    out["unfinished_run"] = runs.unfinished_run(mark, db, (locked, pid))
     daemon, others = daemon_states(db, locked, pid)
     out["daemon"] = daemon
     out["other_daemons"] = others

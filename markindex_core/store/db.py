@@ -282,6 +282,15 @@ def _check_ours(conn: apsw.Connection, db_path: Path) -> None:
         )
 
 
+def held_by_other_library(owner: str | None, root: Path, db_path: Path) -> bool:
+    """Whether the index at `db_path`, recording library `owner` (meta root), holds another
+    library than `root`: it belongs to the folder it records while that folder exists. It follows
+    a library that moved, and an index inside `root` is `root`'s (a copied library brings its own)."""
+    if not owner or owner == str(root) or db_path.is_relative_to(root):
+        return False
+    return Path(owner).is_dir()
+
+
 def check_replaceable(db_path: Path) -> None:
     """Refuse to replace a file that is not a markindex index (`index --rebuild` with a wrong
     --db): only a missing, empty, markindex or damaged-beyond-telling file may be replaced."""

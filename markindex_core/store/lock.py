@@ -140,6 +140,14 @@ def writer_active(lock_path: Path) -> bool:
         os.close(fd)
 
 
+def writer_lock_state(db_path: Path) -> tuple[bool, int | None]:
+    """(someone holds the writer lock of index `db_path`, pid written in the lock file). Never
+    takes the lock."""
+    if not writer_active(lock_path_for(db_path)):
+        return False, None
+    return True, WriterLock(db_path).holder_pid()
+
+
 def _read_pid(lock_path: Path) -> int | None:
     """The pid the writer wrote into the lock file (a FIFO there must not block the reader)."""
     try:

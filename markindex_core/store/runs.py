@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from markindex_core.store.files import pid_alive, pid_stopped
-from markindex_core.store.lock import WriterLock, lock_path_for, writer_active
+from markindex_core.store.lock import writer_lock_state
 
 UNFINISHED_RUN = "unfinished_run"  # meta key: {"at": start time, "files": files to write}
 
@@ -40,17 +40,19 @@ def live_mark(pid: int) -> dict[str, str]:
     return {UNFINISHED_RUN: json.dumps({"at": round(time.time(), 3), "files": None, "daemon": pid})}
 
 
-def unfinished_run(meta_value: str | None, db_path: Path) -> dict[str, Any] | None:
+def unfinished_run(
+    meta_value: str | None, db_path: Path, lock: tuple[bool, int | None] | None = None
+) -> dict[str, Any] | None:
     """The run that left its mark ({"at", "files"}, and "daemon": its pid when it was a daemon's),
     when no writer holds the lock now (a run under way holds it: its mark is no news), or when
     the one that holds it is a stopped process ("stopped": its pid; Ctrl-Z, SIGSTOP): a CLI run
-    has no heartbeat, and frozen it would keep the index behind without a word."""
+    has no heartbeat, and frozen it would keep the index behind without a word. `lock` is
+    `writer_lock_state(db_path)` when the caller has read it already."""
     if meta_value is None:
         return None
+    locked, holder = lock if lock is not None else writer_lock_state(db_path)
     stopped = None
-    lock = lock_path_for(db_path)
-    if writer_active(lock):
-        holder = WriterLock(db_path).holder_pid()
+    if locked:
         if holder is None or not pid_stopped(holder):
             return None
         stopped = holder

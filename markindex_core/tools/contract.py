@@ -15,7 +15,6 @@ import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import apsw
@@ -36,6 +35,7 @@ from markindex_core.config import (
     WARNING_CHARS,
 )
 from markindex_core.errors import IndexMissing, MarkindexError
+from markindex_core.store.db import held_by_other_library
 from markindex_core.store.lock import lock_path_for, writer_active
 from markindex_core.tools.check import BadInput, ToolFailure, describe, steps, validate
 from markindex_core.tools.read import browse_documents, get_document, get_document_structure
@@ -323,12 +323,7 @@ def _require_own_index(lib: IndexAccess, store: Store) -> None:
     (`Library.check_target`): an index belongs to the folder it records while that folder exists;
     it follows a library that moved, and an index inside this library is this library's."""
     owner = store.get_meta("root")
-    if (
-        not owner
-        or owner == str(lib.root)
-        or lib.db_path.is_relative_to(lib.root)
-        or not Path(owner).is_dir()
-    ):
+    if not held_by_other_library(owner, lib.root, lib.db_path):
         return
     raise ToolFailure(
         "OTHER_LIBRARY",

@@ -13,9 +13,8 @@ import pytest
 
 from markindex_core.errors import WriterBusy
 from markindex_core.library import Library
-from markindex_core.serve.status import writer_lock_state
 from markindex_core.store.db import Store
-from markindex_core.store.lock import WriterLock
+from markindex_core.store.lock import WriterLock, writer_lock_state
 
 from .helpers import REPO_ROOT, check_documents_whole, make_library, write
 

@@ -25,10 +25,9 @@ from markindex_core.serve.status import (
     DaemonWatch,
     read_status,
     read_status_file,
-    writer_lock_state,
 )
 from markindex_core.store.db import Store
-from markindex_core.store.lock import WriterLock
+from markindex_core.store.lock import WriterLock, writer_lock_state
 from tests.core.helpers import many_words
 
 from .helpers import DaemonProcess, doc_paths, find, nobody_daemon, running_daemon, wait_for
