@@ -33,17 +33,39 @@ def index_cmd(root: Path, db: Path, *extra: str) -> list[str]:
     ]
 
 
-def run_and_kill(cmd: list[str], after: float) -> bool:
-    """Start `cmd`, SIGKILL it after `after` seconds; True when it was killed before finishing."""
+def wait_for_writes(proc: subprocess.Popen[bytes], folder: Path, since_ns: int) -> None:
+    """Return when `proc` has written a file in `folder` (or ended): the start of its write phase.
+    Kills are timed from there, so a slow interpreter start on a loaded host does not move them."""
+    deadline = time.monotonic() + 60
+    while proc.poll() is None and time.monotonic() < deadline:
+        if any(mtime_ns(f) >= since_ns for f in folder.iterdir()):
+            return
+        time.sleep(0.005)
+
+
+def mtime_ns(path: Path) -> int:
+    """A file's mtime; 0 for one that vanished since it was listed."""
+    try:
+        return path.stat().st_mtime_ns
+    except FileNotFoundError:
+        return 0
+
+
+def run_and_kill(cmd: list[str], folder: Path, after: float) -> float | None:
+    """Start `cmd`; SIGKILL it `after` seconds into its write phase (its first write in
+    `folder`). None when it was killed, else the length of its write phase."""
+    since_ns = time.time_ns()
     proc = subprocess.Popen(cmd, cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    wait_for_writes(proc, folder, since_ns)
+    writing = time.perf_counter()
     try:
         proc.wait(timeout=after)
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
-        return True
+        return None
     assert proc.returncode == 0, proc.stderr.read() if proc.stderr else ""
-    return False
+    return time.perf_counter() - writing
 
 
 def test_sigkill_at_random_moments_never_corrupts_and_converges(tmp_path: Path) -> None:
@@ -59,9 +81,9 @@ def test_sigkill_at_random_moments_never_corrupts_and_converges(tmp_path: Path) 
         )
     db = tmp_path / "db" / "index.db"
     db.parent.mkdir()
-    t0 = time.perf_counter()
-    subprocess.run(index_cmd(root, db), cwd=REPO_ROOT, check=True, capture_output=True)
-    full = time.perf_counter() - t0  # interpreter start + a full build
+    # A first build, killed never, times the write phase the kills fall in.
+    write_phase = run_and_kill(index_cmd(root, db), db.parent, 120)
+    assert write_phase is not None
     rng = random.Random(20261129)
     killed = 0
     for k in range(KILLS):
@@ -73,8 +95,11 @@ def test_sigkill_at_random_moments_never_corrupts_and_converges(tmp_path: Path) 
                 f.unlink()
         for p in rng.sample(sorted(root.rglob("*.md")), 3):
             p.write_text(p.read_text(encoding="utf-8") + f"\nedit {k}\n", encoding="utf-8")
-        if run_and_kill(index_cmd(root, db, flag), rng.uniform(0.15, 1.0) * full):
+        took = run_and_kill(index_cmd(root, db, flag), db.parent, rng.uniform(0, 1) * write_phase)
+        if took is None:
             killed += 1
+        else:  # it finished before its kill: the host got faster than when it was timed
+            write_phase = min(write_phase, took)
         if db.exists():
             try:
                 n_docs = check_store_consistent(db)
@@ -84,7 +109,7 @@ def test_sigkill_at_random_moments_never_corrupts_and_converges(tmp_path: Path) 
             stale = Store(db, readonly=True).scalar("SELECT count(*) FROM documents WHERE hash=''")
             print(f"kill {k}: {n_docs} docs whole, {stale} waiting for a rebuild")
     assert killed >= KILLS * 2 // 3, f"only {killed} runs were interrupted"
-    print(f"full run {full:.2f}s, {killed}/{KILLS} runs killed")
+    print(f"write phase {write_phase:.2f}s, {killed}/{KILLS} runs killed")
     done = subprocess.run(
         index_cmd(root, db, "--setext"), cwd=REPO_ROOT, capture_output=True, text=True
     )
