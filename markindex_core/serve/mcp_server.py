@@ -268,6 +268,15 @@ class Refusal:
     message: str
     request_id: int | str | None  # None: nothing to reply to (no id found, or not a request)
     batch_ids: tuple[int | str, ...] = ()  # a batch: the ids of the requests in it, each answered
+    null_id: bool = False  # a request with an id of the wrong type: answered with id null
+
+    def reply_ids(self) -> tuple[int | str | None, ...]:
+        """The ids to send the error to: none, one, or one per request of a batch."""
+        if self.batch_ids:
+            return self.batch_ids
+        if self.null_id:
+            return (None,)
+        return () if self.request_id is None else (self.request_id,)
 
 
 _BATCH_REFUSED = (
@@ -309,15 +318,40 @@ def _recover_id(line: str) -> tuple[Any, bool]:
     return (rid if valid else None), ("result" in obj or "error" in obj)
 
 
+_BAD_ID = (
+    "Invalid request: an id must be a string or an integer (MCP), not {given}; "
+    "this reply has id null, as JSON-RPC asks when the request's id can't be used"
+)
+
+
+def _mistyped_id(line: str) -> str | None:
+    """The id of a request whose id is neither a string nor an integer (`1.5`, `true`, `null`).
+
+    The SDK reads such a line as a notification and never answers it, so its client would wait
+    for ever. Only notifications are checked: they are few, and parsing them again is cheap."""
+    if '"id"' not in line:
+        return None
+    try:
+        obj = json.loads(line)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(obj, dict) or "id" not in obj:
+        return None
+    return json.dumps(obj["id"])[:40]
+
+
 def refusal(line: str) -> Refusal | None:
     """None for a valid JSON-RPC message; otherwise the error to log and (maybe) send back."""
     try:
-        types.jsonrpc_message_adapter.validate_json(line, by_name=False)
-        return None
+        message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
     except ValidationError as exc:
         first = exc.errors()[0]
         detail = str(first.get("msg", "invalid message"))
         parse_error = first.get("type") == "json_invalid"
+    else:
+        if isinstance(message, types.JSONRPCNotification) and (given := _mistyped_id(line)):
+            return Refusal(types.INVALID_REQUEST, _BAD_ID.format(given=given), None, null_id=True)
+        return None
     if (batch := _batch_ids(line)) is not None:  # a client would wait for every id in it
         return Refusal(types.INVALID_REQUEST, _BATCH_REFUSED, None, batch)
     rid, is_response = _recover_id(line)
@@ -368,8 +402,8 @@ class CheckedLines:
 
     async def _refuse(self, line: str, problem: Refusal) -> None:
         excerpt = line[:MCP_LOG_EXCERPT_CHARS].rstrip("\n")
-        ids = problem.batch_ids or (() if problem.request_id is None else (problem.request_id,))
-        shown = ", ".join(repr(i) for i in ids[:5]) + (", …" if len(ids) > 5 else "")
+        ids = problem.reply_ids()
+        shown = ", ".join(json.dumps(i) for i in ids[:5]) + (", …" if len(ids) > 5 else "")
         log.warning(
             "refused a JSON-RPC message (%s; %s): %s",
             problem.message,

@@ -218,3 +218,27 @@ def test_mistyped_tool_calls_get_invalid_input_envelopes(indexed_sample: Library
         if wire.proc.poll() is None:
             wire.proc.kill()
             wire.proc.wait(timeout=10)
+
+
+def test_a_request_with_an_id_of_the_wrong_type_is_answered(indexed_sample: Library) -> None:
+    """The SDK reads `"id": 1.5` (or true, null) as a notification: its client waited for ever."""
+    wire = Wire(indexed_sample)
+    try:
+        wire.send(json.dumps(INIT).encode())
+        assert wire.reply()["id"] == 1
+        wire.send(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}')
+        for rid in (b"1.5", b"true", b"null", b"[2]"):
+            wire.send(b'{"jsonrpc": "2.0", "id": ' + rid + b', "method": "tools/list"}')
+            reply = wire.reply()
+            assert reply["id"] is None and reply["error"]["code"] == -32600, reply
+            assert rid.decode() in reply["error"]["message"]
+            assert "string or an integer" in reply["error"]["message"]
+        wire.send(b'{"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {}}')
+        wire.send(json.dumps(_call(9, "install")).encode())
+        assert wire.reply()["id"] == 9  # a notification is still not answered; serving goes on
+        assert wire.out.empty()
+        assert wire.close() == 0
+    finally:
+        if wire.proc.poll() is None:
+            wire.proc.kill()
+            wire.proc.wait(timeout=10)
