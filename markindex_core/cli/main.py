@@ -23,6 +23,7 @@ from markindex_core.cli import (
     tui,
 )
 from markindex_core.errors import MarkindexError
+from markindex_core.store.files import out_of_descriptors
 
 EPILOG = "Every command takes --db FILE (default ROOT/.markindex/index.db) and --json."
 
@@ -75,11 +76,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as exc:  # a path the system refuses: permissions, a name too long, …
         _error(*_os_error(exc), getattr(args, "json", False), "OS_ERROR")
         return 1
+    except ImportError as exc:  # a module loaded late, refused (no file descriptor left, …)
+        _error(*_import_error(exc), getattr(args, "json", False))
+        return 1
     except UnicodeEncodeError:  # a path argument holding bytes that are not UTF-8
         message = "a path or argument holds bytes that are not valid UTF-8 (a legacy file name?)"
         _error(message, "rename it, or pass another path", getattr(args, "json", False))
         return 1
     except apsw.Error as exc:  # found while reading: opening checks only what it reads
+        if isinstance(exc, apsw.CantOpenError) and (fds := out_of_descriptors()):
+            _error(fds.message, fds.hint, getattr(args, "json", False), fds.code)
+            return 1
         damaged = isinstance(exc, (apsw.CorruptError, apsw.NotADBError))
         message = f"the index is {'damaged' if damaged else 'unusable'}: {exc}"
         hint = (
@@ -99,9 +106,21 @@ def _os_error(exc: OSError) -> tuple[str, str]:
             f"permission denied:{where}",
             "check the permissions of that path and its folders, or pass --db FILE elsewhere",
         )
+    if exc.errno in (errno.EMFILE, errno.ENFILE) and (fds := out_of_descriptors(exc.errno)):
+        return fds.message, fds.hint
     if exc.errno == errno.ENAMETOOLONG:
         return f"a name is too long:{where}", "use shorter file and folder names (255 bytes each)"
     return f"cannot use{where}: {exc.strerror or exc}", "check that path and its folders"
+
+
+def _import_error(exc: ImportError) -> tuple[str, str]:
+    """A part of markindex or of a dependency that could not be loaded when first needed."""
+    if "Too many open files" in str(exc) and (fds := out_of_descriptors(errno.EMFILE)):
+        return fds.message, fds.hint
+    return (
+        f"a part of markindex could not be loaded: {exc}",
+        "reinstall it (`pip install --force-reinstall markindex`) in this environment",
+    )
 
 
 def _error(message: str, hint: str, as_json: bool, code: str = "ERROR") -> None:

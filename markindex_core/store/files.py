@@ -31,6 +31,7 @@ FileId = tuple[int, int]  # (device, inode): the identity of the file behind a p
 
 _FULL_ERRNOS = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
 _DENIED_ERRNOS = (errno.EACCES, errno.EPERM)
+_DESCRIPTOR_ERRNOS = (errno.EMFILE, errno.ENFILE)
 _OTHER_USER = "ask its owner for access, or pass --db FILE to use an index of your own"
 
 
@@ -129,10 +130,37 @@ def disk_full(path: Path, errno_: int = 0) -> DiskFull:
     )
 
 
+def out_of_descriptors(errno_: int = 0) -> MarkindexError | None:
+    """Too many open files, said as such: SQLite says only "unable to open database file", which
+    sends a user to the file, its folder and the disk. Without an errno, one probe tells."""
+    if errno_ not in _DESCRIPTOR_ERRNOS:
+        try:
+            os.close(os.open(os.devnull, os.O_RDONLY))
+            return None
+        except OSError as exc:
+            if exc.errno not in _DESCRIPTOR_ERRNOS:
+                return None
+            errno_ = exc.errno
+    if errno_ == errno.ENFILE:
+        return MarkindexError(
+            "the system's table of open files is full",
+            "close programs that hold many files, or raise the system limit "
+            "(`sysctl fs.file-max`), then run the command again",
+        )
+    limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    return MarkindexError(
+        f"this process ran out of file descriptors (its limit is {limit} open files)",
+        "raise the limit (`ulimit -n 4096` in the shell or service that starts markindex), "
+        "then run the command again",
+    )
+
+
 def os_error(exc: OSError, path: Path) -> MarkindexError:
     """An OSError met while writing next to the index (lock file, side files) as one clear error."""
     if exc.errno in _FULL_ERRNOS:
         return disk_full(path, exc.errno)
+    if exc.errno in _DESCRIPTOR_ERRNOS and (fds := out_of_descriptors(exc.errno)):
+        return fds
     where = Path(exc.filename) if isinstance(exc.filename, str) else path
     if exc.errno in _DENIED_ERRNOS or exc.errno == errno.EROFS:
         return ReadOnlyLibrary(
@@ -181,6 +209,9 @@ def open_error(exc: apsw.Error, path: Path, *, readonly: bool, errno_: int = 0) 
         return disk_full(path, errno_)
     if isinstance(exc, apsw.IOError) and disk_is_full(path):
         return disk_full(path)
+    descriptors = errno_ in _DESCRIPTOR_ERRNOS or isinstance(exc, apsw.CantOpenError)
+    if descriptors and (fds := out_of_descriptors(errno_)):
+        return fds
     if isinstance(exc, (apsw.CantOpenError, apsw.ReadOnlyError, apsw.PermissionsError)):
         denied = _unreadable(path)
         if denied is not None:

@@ -256,6 +256,34 @@ print("added", len(lib.index().added))
     assert lines[1:] == ["locked False", "added 12"], proc.stdout
 
 
+def few_descriptors() -> list[str]:
+    """A `markindex` command line whose process may open one file more than it has open."""
+    code = (
+        "import os, resource, runpy, sys; n = len(os.listdir('/proc/self/fd')); "
+        "hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]; "
+        "resource.setrlimit(resource.RLIMIT_NOFILE, (n, hard)); "
+        "sys.argv[0] = 'markindex'; runpy.run_module('markindex_core', run_name='__main__')"
+    )
+    return [sys.executable, "-c", code]
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="counts open files in /proc")
+def test_running_out_of_file_descriptors_names_ulimit(tmp_path: Path) -> None:
+    """SQLite says only 'unable to open database file', which sent the user to the file, its
+    folder and the disk: the limit is named, with how to raise it."""
+    root = make_library(tmp_path / "lib", n=3)
+    db = tmp_path / "db" / "index.db"
+    code, err = markindex("index", str(root), "--db", str(db))
+    assert code == 0, err
+    for command in (["index", str(root)], ["search", str(root), "install"]):
+        code, err = markindex(*command, "--db", str(db), prefix=few_descriptors())
+        line = one_clear_line(err)
+        assert code == 1 and "ran out of file descriptors" in line and "ulimit -n" in line, line
+        code, err = markindex(*command, "--db", str(db), "--json", prefix=few_descriptors())
+        assert code == 1 and "ulimit -n" in json.loads(err)["hint"], err
+    assert check_store_consistent(db) == 3
+
+
 @pytest.mark.parametrize("version", [0, 7])
 def test_a_database_of_another_program_is_never_changed(tmp_path: Path, version: int) -> None:
     """`--db` pointed at the wrong file: refused, and the file keeps every byte."""
