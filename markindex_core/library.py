@@ -284,9 +284,18 @@ class Library:
                 progress=progress,
             )
         except (apsw.Error, OSError) as exc:
+            if not self.db_path.parent.is_dir():  # `rm -rf` of the index folder while it ran
+                raise self._replaced() from None
             raise write_error(exc, self.db_path, 0) from None
         finally:
             lock.release()
+
+    def _replaced(self) -> IndexReplaced:
+        return IndexReplaced(
+            f"the index {self.db_path} was deleted or replaced while this run wrote it:"
+            " what it wrote is lost",
+            "run `markindex index ROOT` again, and leave the index folder alone while it runs",
+        )
 
     def _index(
         self,
@@ -320,12 +329,7 @@ class Library:
             report = indexer.run(progress)
             if has_moved(store.conn):
                 done = True  # the file at the path now is not this run's: never delete it
-                raise IndexReplaced(
-                    f"the index {self.db_path} was deleted or replaced while this run wrote it:"
-                    " what it wrote is lost",
-                    "run `markindex index ROOT` again, and leave the index folder alone while"
-                    " it runs",
-                )
+                raise self._replaced()
             done = True
             return report
         except (apsw.Error, OSError) as exc:

@@ -98,13 +98,15 @@ def test_limits_below_one_are_usage_errors(
     assert error["code"] == "USAGE" and expected in error["error"], error
 
 
-@pytest.mark.parametrize("first_build", [True, False])
+@pytest.mark.parametrize(("first_build", "rebuild"), [(True, False), (False, False), (False, True)])
 def test_an_index_deleted_while_it_is_written_is_an_error_not_a_success(
-    tmp_path: Path, first_build: bool
+    tmp_path: Path, first_build: bool, rebuild: bool
 ) -> None:
     """`rm -rf .markindex` while `markindex index` ran: the run wrote on into the unlinked file
     and reported 'added 92' with exit 0, leaving no index at all. It now fails with one error
-    that says the work is lost and to run again; the next run builds the index whole."""
+    that says the work is lost and to run again; the next run builds the index whole. A
+    `--rebuild` failed with 'No such file or directory (….rebuild) … check that file and the
+    disk'."""
     from markindex_core import Library
     from markindex_core.errors import MarkindexError
 
@@ -122,7 +124,8 @@ def test_an_index_deleted_while_it_is_written_is_an_error_not_a_success(
             shutil.rmtree(root / ".markindex")
 
     with pytest.raises(MarkindexError) as caught:
-        lib.index(progress=delete_the_index)
+        lib.index(progress=delete_the_index, rebuild=rebuild)
+    assert caught.value.code == "INDEX_REPLACED"
     assert "deleted or replaced while" in caught.value.message, caught.value.message
     assert "markindex index" in caught.value.hint
     report = lib.index()
