@@ -239,6 +239,7 @@ class _Run:
     steps: int = 0
     tool_calls: int = 0
     stop_reason: str = "done"
+    unusable: list[str] = field(default_factory=list)  # why the last submission was sent back
 
 
 def build_agent(lib: IndexAccess, model: Model, run: _Run | None = None) -> Any:
@@ -275,6 +276,8 @@ def build_agent(lib: IndexAccess, model: Model, run: _Run | None = None) -> Any:
         cited = _distinct(cited)
         problems = [p for c in cited if (p := check_citation(lib.store, c))]
         if len(problems) == len(cited):  # nothing usable: say why, once or twice
+            if run is not None:
+                run.unusable = problems
             raise ModelRetry("no citation could be used: " + "; ".join(problems[:5]))
         return output
 
@@ -319,6 +322,8 @@ async def retrieve_async(
     elif isinstance(output, str):
         citations = citations_in_text(output)
     evidence, rejected = read_evidence(lib.store, citations)
+    if run.stop_reason == "unusable_citations":
+        rejected = run.unusable
     for reason in rejected:
         log.warning("retrieve: citation dropped: %s", reason)
     return RetrieveResult(evidence, usage, run.stop_reason, run.steps, run.tool_calls, rejected)
@@ -344,6 +349,7 @@ async def _drive(
 ) -> tuple[Any, Usage]:
     """Step the agent graph until it ends, or the next request would break a limit."""
     from pydantic_ai import ModelRequestNode, UsageLimits
+    from pydantic_ai.exceptions import UnexpectedModelBehavior
     from pydantic_graph import End
 
     fixed = _fixed_tokens()
@@ -364,7 +370,15 @@ async def _drive(
                         break
                     sent += planned
                 run.steps += 1
-            node = await agent_run.next(node)
+            try:
+                node = await agent_run.next(node)
+            except UnexpectedModelBehavior as exc:
+                if not (run.unusable and "output retries" in str(exc)):
+                    raise
+                # Every submission cited only what does not exist: an answer (no evidence, and
+                # why), not a failure of the model call.
+                run.stop_reason = "unusable_citations"
+                break
         if isinstance(node, End) and agent_run.result is not None:
             output = agent_run.result.output
         used = agent_run.usage

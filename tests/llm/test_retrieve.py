@@ -142,6 +142,21 @@ def test_unusable_citations_are_sent_back_then_a_good_one_is_kept(
     assert len(result.rejected) == 1 and "past its end" in result.rejected[0]
 
 
+def test_a_model_that_only_cites_what_does_not_exist_gets_no_evidence_and_why(
+    indexed_sample: Library, server: ScriptedServer
+) -> None:
+    """Three submissions in a row with no usable citation ended the run with ModelCallFailed
+    ('kept making unusable calls'), and the agent eval counted a failed model call. It is an
+    answer: no evidence, stop reason `unusable_citations`, and the reasons in `rejected`."""
+    bad = {"citations": [{"doc_path": "nope.md", "start_line": 1, "end_line": 2}]}
+    server.push(*[tool_call("submit_evidence", bad)] * 3)
+    result = retrieve(indexed_sample, "requirements?", model=MODEL, base_url=server.base_url)
+    assert result.stop_reason == "unusable_citations" and result.evidence == []
+    assert len(result.rejected) == 1 and "unknown document 'nope.md'" in result.rejected[0]
+    assert result.usage.requests == 3 == len(server.requests)
+    assert result.to_json()["stop_reason"] == "unusable_citations"
+
+
 def test_a_model_that_never_stops_ends_at_max_steps(indexed_sample: Library) -> None:
     def forever(_request: object) -> object:
         return tool_call("search_documents", {"query": "install"})
