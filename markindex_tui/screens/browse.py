@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import ClassVar, cast
 
 import apsw
@@ -45,6 +45,7 @@ class FoundPassage:
     lines: tuple[int, int]
     citation: str
     section: tuple[int, int]
+    checked: bool = False  # its preview found the section where the search did: it holds
 
 
 class BrowseScreen(Screen[None]):
@@ -114,6 +115,8 @@ class BrowseScreen(Screen[None]):
             self._hit, focus = None, None
             self._passage_gone(ref.path, "the section moved")
             p = await asyncio.to_thread(data.preview, self.mapp.lib, ref, p.info)
+        elif hit is not None and self._hit is hit:
+            self._hit = replace(hit, checked=True)
         if p.info is not None:
             self._info_cache[p.info.doc["path"]] = p.info
         self.query_one(DocInfoPanel).show(p)
@@ -219,7 +222,8 @@ class BrowseScreen(Screen[None]):
         if ref is None or ref.doc_path is None:
             return None
         if self._hit is not None and self._hit.key == ref.key:
-            return self._hit.citation
+            # Until its preview has checked the section, the found passage may be out of date.
+            return self._hit.citation if self._hit.checked else None
         if ref.kind == "node":
             return f"[{ref.path}, L{ref.start}-{ref.end}]"
         info = self._info_cache.get(ref.path)

@@ -345,6 +345,14 @@ async def test_a_result_whose_section_moved_since_the_search(tmp_path: Path) -> 
         lib.index()
         await pilot.press("enter")
         await wait_until(pilot, lambda: any("changed since the search" in t for t in toasts(app)))
+        screen = app.screen
+        assert isinstance(screen, BrowseScreen)
+        # Once the jump is done and before the preview has checked the section, `c` copied the
+        # old citation. It now waits for the check.
+        app.clear_notifications()
+        await screen.jump_to(old).wait()
+        assert screen.citation() != old.citation
+        await wait_until(pilot, lambda: any("changed since the search" in t for t in toasts(app)))
         await settle(pilot)
         screen = app.screen
         assert isinstance(screen, BrowseScreen)
