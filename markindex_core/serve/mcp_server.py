@@ -381,6 +381,7 @@ class CheckedLines:
         self._replies: Any = None
         self._ready = anyio.Event()
         self.lines = 0  # non-blank lines read: none means no client ever spoke
+        self._initialized = False  # an `initialize` request went through
 
     def reply_to(self, write_stream: Any) -> None:
         self._replies = write_stream
@@ -395,10 +396,30 @@ class CheckedLines:
                 continue
             self.lines += 1
             problem = refusal(line)
+            if problem is None and not self._initialized:
+                problem = self._before_initialize(line)
             if problem is None:
                 yield line
             else:
                 await self._refuse(line, problem)
+
+    def _before_initialize(self, line: str) -> Refusal | None:
+        """A request other than `initialize` or `ping` before `initialize`: the SDK answered a
+        bare "Invalid request parameters", which tells a client author nothing."""
+        message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+        if not isinstance(message, types.JSONRPCRequest):
+            return None
+        if message.method == "initialize":
+            self._initialized = True
+            return None
+        if message.method == "ping":
+            return None
+        return Refusal(
+            types.INVALID_REQUEST,
+            f"Invalid request: {message.method[:80]!r} before initialize; send `initialize` first, "
+            "then `notifications/initialized`",
+            message.id,
+        )
 
     async def _refuse(self, line: str, problem: Refusal) -> None:
         excerpt = line[:MCP_LOG_EXCERPT_CHARS].rstrip("\n")

@@ -242,3 +242,25 @@ def test_a_request_with_an_id_of_the_wrong_type_is_answered(indexed_sample: Libr
         if wire.proc.poll() is None:
             wire.proc.kill()
             wire.proc.wait(timeout=10)
+
+
+def test_a_request_before_initialize_is_told_to_initialize(indexed_sample: Library) -> None:
+    """The SDK answered 'Invalid request parameters' with no data; ping is allowed before."""
+    wire = Wire(indexed_sample)
+    try:
+        wire.send(json.dumps(_call(2, "install")).encode())
+        refused = wire.reply()
+        assert refused["id"] == 2 and refused["error"]["code"] == -32600
+        assert "'tools/call' before initialize" in refused["error"]["message"]
+        wire.send(b'{"jsonrpc": "2.0", "id": "p", "method": "ping"}')
+        assert wire.reply() == {"jsonrpc": "2.0", "id": "p", "result": {}}
+        wire.send(json.dumps(INIT).encode())
+        assert "result" in wire.reply()
+        wire.send(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}')
+        wire.send(json.dumps(_call(3, "install")).encode())
+        assert wire.reply()["result"]["isError"] is False
+        assert wire.close() == 0
+    finally:
+        if wire.proc.poll() is None:
+            wire.proc.kill()
+            wire.proc.wait(timeout=10)
