@@ -9,12 +9,12 @@ evidence a reader should read first and the range a citation names.
 from __future__ import annotations
 
 import math
-import re
 import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
+from itertools import islice
 from typing import Any
 
 from markindex_core.config import (
@@ -304,7 +304,7 @@ class Searcher:
 
     def _substring(self, query: str, scope: Scope, limit: int) -> tuple[list[Hit], list[str]]:
         """Fragments (partial identifiers, odd CJK cuts): match them inside indexed words."""
-        frags = [f for f in re.split(r"\s+", segment.normalize(query)) if len(f) >= 3][:4]
+        frags = list(islice((f for f in segment.surface_words(query) if len(f) >= 3), 4))
         found = [term for frag in frags for term in self.queries.node_vocabulary_like(frag)]
         if not found:
             return [], []

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from functools import lru_cache
 from itertools import chain
 
@@ -270,6 +270,13 @@ def word_groups(text: str, stop: Callable[[str], bool] | None = None) -> list[li
             sub = [t for t in cut(w) if t != " "]
             groups.append([w, *[t for t in sub if t != w]])
     return groups
+
+
+def surface_words(text: str) -> Iterator[str]:
+    """The words of `text` as typed (NFKC, lowercased; an identifier whole, a Chinese run whole),
+    without the punctuation around them: a fragment written `quota_que`, in backticks or
+    followed by `?` is the same fragment."""
+    return (m.group() for m in _TOKEN.finditer(normalize(text)))
 
 
 @lru_cache(maxsize=1)

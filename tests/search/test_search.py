@@ -252,3 +252,15 @@ def test_every_word_of_a_long_heading_is_searchable(tmp_path: Path) -> None:
     hits = lib.search("zebrafish exemption").hits
     assert hits and hits[0].title_path[-1].startswith("word word")
     assert len(hits[0].title_path[-1]) <= MAX_TITLE_CHARS
+
+
+@pytest.mark.parametrize("query", ["`quota_que`", '"quota_que"', "(quota_que)", "quota_que?"])
+def test_a_fragment_in_quotes_or_brackets_is_still_a_fragment(
+    indexed_sample: Library, query: str
+) -> None:
+    """Agents write identifiers in backticks or quotes, and questions end in `?`: the fragment
+    pass looked for `quota_que?` whole, found no indexed word holding it, and said nothing
+    matched, while `quota_que` alone finds `mem_quota_query`."""
+    result = indexed_sample.search(query)
+    assert result.mode == "substring", result.notice
+    assert any(h.doc_path == "specs/配置参考.md" for h in result.hits)
