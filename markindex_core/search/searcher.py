@@ -303,8 +303,12 @@ class Searcher:
         )
 
     def _substring(self, query: str, scope: Scope, limit: int) -> tuple[list[Hit], list[str]]:
-        """Fragments (partial identifiers, odd CJK cuts): match them inside indexed words."""
-        frags = list(islice((f for f in segment.surface_words(query) if len(f) >= 3), 4))
+        """Fragments (partial identifiers, odd CJK cuts): match them inside indexed words.
+
+        Stopwords are no fragments: ranking leaves them out, and inside other words they
+        match everywhere (`the` in `other`, `where` in `whereas`)."""
+        words = segment.surface_words(query)
+        frags = list(islice((f for f in words if len(f) >= 3 and not _is_noise(f)), 4))
         found = [term for frag in frags for term in self.queries.node_vocabulary_like(frag)]
         if not found:
             return [], []

@@ -264,3 +264,16 @@ def test_a_fragment_in_quotes_or_brackets_is_still_a_fragment(
     result = indexed_sample.search(query)
     assert result.mode == "substring", result.notice
     assert any(h.doc_path == "specs/配置参考.md" for h in result.hits)
+
+
+def test_stopwords_are_no_fragments(indexed_sample: Library) -> None:
+    """The fragment pass looked for every word of the query inside indexed words, stopwords
+    too: `zqxjvwk the` answered with sections holding `the`, `other`, `these` as "matched word
+    fragments", and `where is quota_que?` ranked words holding `where` with the fragment asked
+    for. Stopwords are left out of the ranking, and so out of the fragments."""
+    nothing = indexed_sample.search("zqxjvwk the")
+    assert nothing.mode == "none" and not nothing.hits, nothing.notice
+    result = indexed_sample.search("where is the quota_que?")
+    assert result.mode == "substring"
+    assert result.hits[0].doc_path == "specs/配置参考.md"
+    assert all("quota_que" in t for t in result.terms), result.terms
