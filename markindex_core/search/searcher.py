@@ -9,6 +9,7 @@ evidence a reader should read first and the range a citation names.
 from __future__ import annotations
 
 import math
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -535,9 +536,30 @@ def make_snippet(text: str, terms: list[str], width: int = SNIPPET_CHARS) -> str
     low = segment.normalize(flat)
     positions = [p for p in (low.find(t) for t in terms if t) if p >= 0]
     at = min(positions) if positions else 0
+    if len(low) != len(flat):  # folding changed lengths (`ﷺ`, `㍿`): find `at` in `flat`
+        at = _original_offset(flat, at)
     start = max(0, at - width // 4)
     piece = flat[start : start + width]
     return ("…" if start else "") + piece + ("…" if start + width < len(flat) else "")
+
+
+def _original_offset(text: str, folded_at: int) -> int:
+    """The offset in `text` of the character at `folded_at` in `segment.normalize(text)`.
+
+    Only the characters that fold longer are visited (ellipses in Chinese text are common,
+    ligatures rare): each one moves the later offsets by the characters it gained.
+    """
+    grown = {ch: len(segment.normalize(ch)) - 1 for ch in set(text) if not ch.isascii()}
+    grown = {ch: n for ch, n in grown.items() if n > 0}
+    extra = 0
+    if grown:
+        for m in re.finditer("|".join(map(re.escape, grown)), text):
+            if folded_at < m.start() + extra:
+                break
+            if folded_at <= m.start() + extra + grown[m.group()]:
+                return m.start()
+            extra += grown[m.group()]
+    return min(folded_at - extra, len(text))
 
 
 def _ms(t0: float) -> float:

@@ -277,3 +277,21 @@ def test_stopwords_are_no_fragments(indexed_sample: Library) -> None:
     assert result.mode == "substring"
     assert result.hits[0].doc_path == "specs/配置参考.md"
     assert all("quota_que" in t for t in result.terms), result.terms
+
+
+@pytest.mark.parametrize("lead", ["……" * 40, " ".join(["ﷺ"] * 12)])
+def test_the_snippet_shows_the_match_after_text_that_nfkc_lengthens(
+    tmp_path: Path, lead: str
+) -> None:
+    """The snippet is centred on the first matched term, found in the NFKC-folded text; its
+    offset there was used in the original text. Characters NFKC writes longer (`…` is `...`,
+    `ﷺ` 18 characters) moved the window ahead of the term, and the snippet showed none of it."""
+    root = tmp_path / "lib"
+    root.mkdir()
+    pad = " ".join(["padding"] * 60)
+    (root / "a.md").write_text(f"# A\n\nLead {lead} then qwertyzap appears, {pad}.\n", "utf-8")
+    lib = Library(root, tmp_path / "index.db")
+    lib.index()
+    hit = lib.search("qwertyzap").hits[0]
+    assert "qwertyzap" in hit.snippet, hit.snippet
+    lib.close()
