@@ -119,6 +119,11 @@ def query_groups(query: str) -> list[list[str]]:
     return uniq[:MAX_QUERY_GROUPS]
 
 
+def _relative(path: str) -> str:
+    """A library-relative path without empty and `.` parts (`./a//b/` is `a/b`)."""
+    return "/".join(p for p in path.split("/") if p not in ("", "."))
+
+
 def _is_noise(word: str) -> bool:
     return is_stopword(word) or (len(word) == 1 and word.isascii())
 
@@ -162,7 +167,7 @@ class Searcher:
         terms = [g[0] for g in groups]
         if not groups:
             return SearchResult(query, [], "none", "the query has no searchable words", [], _ms(t0))
-        scope = Scope.of(folder, doc_path)
+        scope = self._scope(folder, doc_path)
         exprs = [_group_expr(g) for g in groups]
         asked = {t for g in groups for t in g}
         ranking = " OR ".join(self._informative(groups, exprs))
@@ -184,6 +189,17 @@ class Searcher:
             else:
                 mode, notice = "none", "nothing matched; try other words or a wider scope"
         return SearchResult(query, hits, mode, notice, terms, _ms(t0))
+
+    def _scope(self, folder: str | None, doc_path: str | None) -> Scope:
+        """The scope as the index spells it, named as the tools and the CLI take it: `./specs/`
+        is `specs`, and a name typed in the other Unicode normalization is the stored one."""
+        if doc_path:
+            path = _relative(doc_path) or doc_path
+            found = self.store.lookup_document(path)
+            return Scope.of(None, str(found["path"]) if found else path)
+        if folder and (path := _relative(folder)):
+            return Scope.of(self.store.lookup_folder(path) or path, None)
+        return Scope()
 
     def _informative(self, groups: list[list[str]], exprs: list[str]) -> list[str]:
         """The query words used for ranking: common ones cost time and rank nearly nothing.

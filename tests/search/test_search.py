@@ -295,3 +295,28 @@ def test_the_snippet_shows_the_match_after_text_that_nfkc_lengthens(
     hit = lib.search("qwertyzap").hits[0]
     assert "qwertyzap" in hit.snippet, hit.snippet
     lib.close()
+
+
+def test_the_python_api_takes_a_scope_as_the_tools_do(tmp_path: Path) -> None:
+    """`Library.search` found nothing for `folder="./specs"`, `folder="."`, `a//b` or a name
+    typed in the other Unicode normalization than the file system's (macOS writes NFD), where
+    `search_documents` and `markindex search --folder` find the folder: it ran the scope as
+    given, and a scope naming nothing matches nothing."""
+    import unicodedata
+
+    root = tmp_path / "lib"
+    stored = unicodedata.normalize("NFD", "dossier-é")
+    (root / stored / "sub").mkdir(parents=True)
+    (root / stored / "sub" / "notes.md").write_text("# Notes\n\nespresso notes\n", "utf-8")
+    (root / "other.md").write_text("# Other\n\nespresso elsewhere\n", encoding="utf-8")
+    lib = Library(root, tmp_path / "index.db")
+    lib.index()
+    typed = unicodedata.normalize("NFC", stored)
+    note = f"{stored}/sub/notes.md"
+    for folder in (typed, f"./{typed}/", f"{typed}//sub", f"{stored}/./sub/"):
+        assert [h.doc_path for h in lib.search("espresso", folder=folder).hits] == [note], folder
+    assert len(lib.search("espresso", folder=".").hits) == 2
+    for doc in (f"{typed}/sub/notes.md", f"./{stored}//sub/notes.md"):
+        assert [h.doc_path for h in lib.search("espresso", doc_path=doc).hits] == [note], doc
+    assert lib.search("espresso", folder="nowhere").hits == []
+    lib.close()
