@@ -129,7 +129,9 @@ def console(*, stderr: bool = False, highlight: bool = True) -> Console:
 def library_relative(path: str | None) -> str | None:
     """A document or folder as the index names it: `./guides/` is `guides`, `.` is the whole
     library (every command takes a path the way `search --doc` and the tools do)."""
-    return None if path is None else "/".join(p for p in path.split("/") if p not in ("", "."))
+    from markindex_core.store.db import clean_relative
+
+    return None if path is None else clean_relative(path)
 
 
 def find_document(lib: Library, raw: str) -> dict[str, Any]:

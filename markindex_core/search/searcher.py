@@ -37,7 +37,7 @@ from markindex_core.config import (
 )
 from markindex_core.search.evidence import is_prose
 from markindex_core.search.rerank import by_document, by_quantity, by_title, demote_contents
-from markindex_core.store.db import Store, connect
+from markindex_core.store.db import Store, clean_relative, connect
 from markindex_core.store.outline import title_path
 from markindex_core.store.search_queries import PassageScore, Scope, SearchQueries
 from markindex_core.text import segment
@@ -119,11 +119,6 @@ def query_groups(query: str) -> list[list[str]]:
     return uniq[:MAX_QUERY_GROUPS]
 
 
-def _relative(path: str) -> str:
-    """A library-relative path without empty and `.` parts (`./a//b/` is `a/b`)."""
-    return "/".join(p for p in path.split("/") if p not in ("", "."))
-
-
 def _is_noise(word: str) -> bool:
     return is_stopword(word) or (len(word) == 1 and word.isascii())
 
@@ -194,10 +189,10 @@ class Searcher:
         """The scope as the index spells it, named as the tools and the CLI take it: `./specs/`
         is `specs`, and a name typed in the other Unicode normalization is the stored one."""
         if doc_path:
-            path = _relative(doc_path) or doc_path
+            path = clean_relative(doc_path) or doc_path
             found = self.store.lookup_document(path)
             return Scope.of(None, str(found["path"]) if found else path)
-        if folder and (path := _relative(folder)):
+        if folder and (path := clean_relative(folder)):
             return Scope.of(self.store.lookup_folder(path) or path, None)
         return Scope()
 

@@ -792,6 +792,12 @@ class Store:
         return None if row is None else row[0]
 
 
+def clean_relative(path: str) -> str:
+    """A library-relative path without empty and `.` parts (`./a//b/` is `a/b`, `.` is ``): how
+    the index names a document or folder a person typed."""
+    return "/".join(p for p in path.split("/") if p not in ("", "."))
+
+
 def _spellings(name: str) -> list[str]:
     """`name`, then the same name in the other Unicode normalizations (NFC, NFD) when they
     differ: how a name typed on one system finds one a file system stored another way."""

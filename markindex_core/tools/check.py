@@ -13,6 +13,7 @@ from typing import Any
 
 from markindex_core.config import MAX_STRING_ARG, TOOL_ECHO_CHARS
 from markindex_core.errors import MarkindexError
+from markindex_core.store.db import clean_relative
 from markindex_core.text.safe import utf8_encodable
 
 
@@ -191,7 +192,7 @@ def library_path(value: str, field: str, *, folder: bool = False) -> str:
         raise BadInput(f"`{field}` must not contain `..`: paths stay inside the library", field)
     if "\\" in value:
         raise BadInput(f"`{field}` uses backslashes; library paths use `/`", field)
-    clean = "/".join(p for p in parts if p not in ("", "."))
+    clean = clean_relative(value)
     if not clean and not folder:
         raise BadInput(f"`{field}` is empty; pass a document path such as `guides/setup.md`", field)
     return clean
