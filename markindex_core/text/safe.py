@@ -43,12 +43,15 @@ def printable(text: str, *, multiline: bool = False) -> str:
 
 
 # JSON escapes C0 itself, but `json.dumps(..., ensure_ascii=False)` leaves DEL, C1 and the
-# bidi controls raw.
-_JSON_CONTROL = str.maketrans({cp: f"\\u{cp:04x}" for cp in (0x7F, *range(0x80, 0xA0), *_BIDI)})
+# bidi controls raw, and lone surrogates (a non-UTF-8 byte of an argument, kept by Python as
+# U+DC80..U+DCFF) would reach stdout as that raw byte: invalid UTF-8 in the JSON.
+_JSON_ESCAPED = (0x7F, *range(0x80, 0xA0), *_BIDI, *range(0xD800, 0xE000))
+_JSON_CONTROL = str.maketrans({cp: f"\\u{cp:04x}" for cp in _JSON_ESCAPED})
 
 
 def json_controls_escaped(json_text: str) -> str:
-    """JSON text (from `json.dumps`) with DEL, C1 and bidi controls written as `\\u` escapes.
+    """JSON text (from `json.dumps`) with DEL, C1, bidi controls and lone surrogates written as
+    `\\u` escapes.
 
     They can only occur inside JSON strings, so the parsed values stay exactly the same, while a
     terminal showing the JSON never receives a raw C1 control such as CSI (U+009B).

@@ -4,6 +4,7 @@ work, never turned into a damaged index, a lost document or a process that hangs
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -171,3 +172,30 @@ def test_an_endless_questions_file_is_refused_in_bounded_memory(
     done = markindex("eval", str(root), "--questions", "/dev/zero", "--json")
     assert done.returncode == 1
     assert "larger than" in json.loads(done.stderr)["error"]
+
+
+def test_json_output_is_utf8_when_an_argument_is_not(indexed: tuple[Path, Path, Path]) -> None:
+    """A query holding a byte that is not UTF-8 (a legacy-encoded shell history) was echoed in
+    `--json` as that raw byte, under a UTF-8 locale: the JSON output was not UTF-8."""
+    root, db, _ = indexed
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "markindex_core",
+            "search",
+            str(root),
+            b"pass\xffword",
+            "--db",
+            str(db),
+            "--json",
+        ],
+        cwd=REPO_ROOT,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        env={**os.environ, "LC_ALL": "C.UTF-8", "PYTHONIOENCODING": ""},
+        timeout=120,
+    )
+    assert proc.returncode in (0, 1), proc.stderr
+    out = json.loads(proc.stdout.decode("utf-8"))  # strict: raises on a raw 0xFF
+    assert out["query"] == "pass\udcffword"
