@@ -11,6 +11,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import re
 import stat
 import time
 import urllib.parse
@@ -612,8 +613,20 @@ class Store:
     def has_documents(self) -> bool:
         return self.conn.execute("SELECT 1 FROM documents LIMIT 1").fetchone() is not None
 
-    def document_paths(self) -> list[str]:
-        return [str(r[0]) for r in self.conn.execute("SELECT path FROM documents ORDER BY path")]
+    def document_paths(
+        self, *, below: str = "", name_holding: str = "", limit: int = -1
+    ) -> list[str]:
+        """Paths in order: all of them, those in folder `below` (and its subfolders), or those
+        holding `name_holding` (ASCII letters in any case); at most `limit` (-1: all)."""
+        where = ""
+        params: tuple[str, ...] = ()
+        if below:
+            where, params = " WHERE path >= ? AND path < ?", (below + "/", below + "0")
+        elif name_holding:
+            pattern = "%" + re.sub(r"([%_\\])", r"\\\1", name_holding) + "%"
+            where, params = " WHERE path LIKE ? ESCAPE '\\'", (pattern,)
+        sql = f"SELECT path FROM documents{where} ORDER BY path LIMIT ?"
+        return [str(r[0]) for r in self.conn.execute(sql, (*params, limit))]
 
     def lookup_folder(self, folder: str) -> str | None:
         """The folder a person or an agent means by `folder`, as the index spells it: that

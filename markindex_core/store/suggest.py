@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 import posixpath
 
+from markindex_core.config import SUGGEST_CANDIDATES
 from markindex_core.errors import LibraryNotFound
 from markindex_core.store.db import Store
 
@@ -23,8 +24,23 @@ def similar_paths(candidates: list[str], wanted: str, n: int = 5) -> list[str]:
     return scored[:n]
 
 
+def candidate_paths(store: Store, wanted: str) -> list[str]:
+    """The document paths a suggestion for `wanted` is chosen among, at most about
+    `SUGGEST_CANDIDATES` of each kind (same folder; path holding the file name asked for), so
+    an unknown path costs the same in any library."""
+    first = store.document_paths(limit=SUGGEST_CANDIDATES + 1)
+    if len(first) <= SUGGEST_CANDIDATES:
+        return first  # the whole library
+    folder, _, name = wanted.strip().strip("/").rpartition("/")
+    near = set(store.document_paths(below=folder, limit=SUGGEST_CANDIDATES))
+    stem = posixpath.splitext(name)[0]
+    if stem:
+        near.update(store.document_paths(name_holding=stem, limit=SUGGEST_CANDIDATES))
+    return sorted(near)
+
+
 def unknown_document(store: Store, path: str) -> LibraryNotFound:
-    hits = similar_paths(store.document_paths(), path)
+    hits = similar_paths(candidate_paths(store, path), path)
     hint = (
         ("did you mean: " + ", ".join(hits))
         if hits

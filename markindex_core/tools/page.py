@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from markindex_core.config import TOOL_SUGGESTIONS_SHOWN
-from markindex_core.store.suggest import similar_paths
+from markindex_core.store.suggest import candidate_paths, similar_paths
 from markindex_core.tools.check import ToolFailure, library_path, steps
 
 if TYPE_CHECKING:
@@ -95,7 +95,7 @@ def find_document(store: Store, raw: str, field: str = "doc_path") -> dict[str, 
     doc = store.lookup_document(path)
     if doc is not None:
         return doc
-    hits = similar_paths(store.document_paths(), path)
+    hits = similar_paths(candidate_paths(store, path), path)
     if store.count_documents(path):
         hint = "that is a folder: list it with browse_documents"
         calls: tuple[tuple[str, dict[str, Any]], ...] = (("browse_documents", {"folder": path}),)
