@@ -39,6 +39,10 @@ BATCH_BYTES = 2_000_000  # … or this many bytes of Markdown, whichever comes f
 # daemon need not wait for it (list-heavy Markdown parses at ~4 s/MB).
 PARALLEL_MIN_BYTES = 2_000_000
 POOL_WAIT_SLICE_S = 0.5  # a run that can be interrupted looks whether to stop this often
+# An index run holding the lock whose last progress (a document parsed, see `store.runs.stamp`)
+# is older than this is said to make none: a parse is killed after PARSE_TIMEOUT_S, so a working
+# run stamps far more often, while a run that hangs would keep the index behind without a word.
+RUN_STALL_SECONDS = 600.0
 PARSE_TIMEOUT_S = 120.0  # a parse worker that has not finished a document by then is killed …
 #                        … and the document skipped as timed out (64 MB of Markdown parses in ~30 s)
 WORKER_DEPTH = (

@@ -79,7 +79,8 @@ def register(sub: Subparsers) -> None:
         "state (pid, heartbeat, queue, errors) when one runs. Exit code: 0 when the index is "
         "there (live or static), 1 when it is not, 2 when its daemon stopped keeping it live "
         "(ended without stopping, frozen, or unable to write) or the last index run stopped "
-        "before its end (killed, Ctrl-C): for health checks.",
+        "before its end (killed, Ctrl-C), is stopped (Ctrl-Z) or has made no progress for 10 "
+        "minutes: for health checks.",
     )
     add_library_args(p)
     p.set_defaults(func=cmd_status)

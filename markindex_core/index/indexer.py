@@ -250,9 +250,11 @@ class Indexer:
                 report.unchanged += 1
                 continue
             todo.append(rel)
-        if todo and wanted is None:  # said by status and every answer if it never gets to its end
+        marked = bool(todo) and wanted is None
+        if marked:  # said by status and every answer if it never gets to its end
             self.store.set_meta(runs.mark(len(todo)))
-        self._build(todo, files, states, report, progress, rebuilt, skipped)
+            runs.stamp(self.store.path)
+        self._build(todo, files, states, report, progress, rebuilt, skipped, marked)
         report.scope = wanted
         report.unreadable = sorted(unreadable)
         report.linked = {rel: st for rel, st in files.items() if st.links > 1}
@@ -372,7 +374,10 @@ class Indexer:
         progress: Progress | None,
         rebuilt: set[str],
         skipped: dict[str, tuple[int, int, str]],
+        marked: bool = False,
     ) -> None:
+        """Parse `todo` in the workers and write the results in batches. A `marked` run stamps
+        each result as progress, so one that hangs is told from one that works (`store.runs`)."""
         if not todo:
             return
         jobs = [Job(str(self.root), rel, self.params) for rel in todo]
@@ -407,6 +412,8 @@ class Indexer:
                     if len(batch) >= limit or batch_bytes >= BATCH_BYTES:
                         writer.submit(store.write_documents, batch)
                         batch, batch_bytes = [], 0
+                if marked:
+                    runs.stamp(store.path)
                 if progress:
                     progress(done, len(jobs), getattr(result, "path", getattr(result, "rel", "")))
             if batch:

@@ -20,12 +20,14 @@ left undone when it stops.
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any
 
+from markindex_core.config import RUN_STALL_SECONDS
 from markindex_core.store.files import pid_alive, pid_stopped
-from markindex_core.store.lock import writer_lock_state
+from markindex_core.store.lock import lock_path_for, writer_lock_state
 
 UNFINISHED_RUN = "unfinished_run"  # meta key: {"at": start time, "files": files to write}
 
@@ -40,24 +42,53 @@ def live_mark(pid: int) -> dict[str, str]:
     return {UNFINISHED_RUN: json.dumps({"at": round(time.time(), 3), "files": None, "daemon": pid})}
 
 
+def stamp(db_path: Path) -> None:
+    """Record that the run writing `db_path` made progress: the lock file's mtime (see
+    `unfinished_run`). Best effort: a lock file that can't be touched only loses the check."""
+    try:
+        os.utime(lock_path_for(db_path))
+    except OSError:
+        pass
+
+
+def _quiet_for(db_path: Path) -> float:
+    """Seconds since the writer holding the lock of `db_path` last made progress."""
+    try:
+        return max(0.0, time.time() - os.stat(lock_path_for(db_path)).st_mtime)
+    except OSError:
+        return 0.0
+
+
 def unfinished_run(
     meta_value: str | None, db_path: Path, lock: tuple[bool, int | None] | None = None
 ) -> dict[str, Any] | None:
     """The run that left its mark ({"at", "files"}, and "daemon": its pid when it was a daemon's),
     when no writer holds the lock now (a run under way holds it: its mark is no news), or when
-    the one that holds it is a stopped process ("stopped": its pid; Ctrl-Z, SIGSTOP): a CLI run
-    has no heartbeat, and frozen it would keep the index behind without a word. `lock` is
-    `writer_lock_state(db_path)` when the caller has read it already."""
+    the one that holds it is a stopped process ("stopped": its pid; Ctrl-Z, SIGSTOP) or a run
+    that has made no progress for `RUN_STALL_SECONDS` ("stalled": its pid, "quiet": seconds): a
+    CLI run has no heartbeat, and frozen or hung it would keep the index behind without a word.
+    `lock` is `writer_lock_state(db_path)` when the caller has read it already."""
     if meta_value is None:
         return None
     locked, holder = lock if lock is not None else writer_lock_state(db_path)
-    stopped = None
+    stopped = stalled = None
+    quiet = 0.0
     if locked:
-        if holder is None or not pid_stopped(holder):
+        if holder is None:
             return None
-        stopped = holder
+        if pid_stopped(holder):
+            stopped = holder
+        elif (quiet := _quiet_for(db_path)) >= RUN_STALL_SECONDS:
+            stalled = holder
+        else:
+            return None
     try:
         run = json.loads(meta_value)
+        if run.get("daemon") is not None and (stalled or stopped) and run["daemon"] == holder:
+            return None  # its own mark: a daemon says itself whether it keeps up (`serve.status`)
+        if stalled is not None:
+            files = run.get("files")
+            return {"at": run.get("at"), "files": files, "stalled": stalled, "quiet": quiet}
         if run.get("daemon") is not None:
             if pid_alive(int(run["daemon"])):
                 return None  # a daemon alive, between two sessions (restarting its watcher) or
@@ -65,7 +96,7 @@ def unfinished_run(
             return {"at": float(run["at"]), "files": None, "daemon": int(run["daemon"])}
         return {"at": float(run["at"]), "files": int(run["files"]), "stopped": stopped}
     except (ValueError, TypeError, KeyError, AttributeError):
-        return {"at": None, "files": None, "stopped": stopped}
+        return {"at": None, "files": None, "stopped": stopped, "stalled": stalled, "quiet": quiet}
 
 
 def unfinished_warning(run: dict[str, Any]) -> str:
@@ -80,6 +111,13 @@ def unfinished_warning(run: dict[str, Any]) -> str:
             " stopped before it was up to date (killed, or stopped with changes not yet indexed):"
             " documents may be missing or out of date; run `markindex index` (or start the"
             " daemon) to bring it up to date"
+        )
+    if run.get("stalled"):
+        pid, minutes = run["stalled"], int(run.get("quiet", 0) // 60)
+        return (
+            f"the index run writing it (pid {pid}, started{when}{files}) has made no progress for"
+            f" {minutes} min: it may hang; documents may be missing or out of date until it ends;"
+            f" if it does not go on, stop it (kill {pid}) and run `markindex index`"
         )
     if run.get("stopped"):
         return (

@@ -172,3 +172,54 @@ def marked(db: Path) -> bool:
         return store.get_meta(UNFINISHED_RUN) is not None
     finally:
         store.close()
+
+
+def test_a_run_that_makes_no_progress_is_said_while_it_holds_the_lock(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A CLI run that hangs (neither killed nor stopped) held the lock and kept the index behind
+    while status said only "another process is writing the index", exit 0. A run stamps each
+    document it gets as progress (the lock file's mtime); none for RUN_STALL_SECONDS is said."""
+    from markindex_core.config import RUN_STALL_SECONDS
+    from markindex_core.store import runs
+    from markindex_core.store.lock import lock_path_for
+
+    root, db = interrupted_library(tmp_path)
+    lock = WriterLock(db)  # this process stands for the hung run: alive, running, holding it
+    lock.acquire()
+    try:
+        store = Store(db)
+        store.set_meta(runs.mark(100))  # as a whole-library run does when it starts writing
+        store.close()
+        runs.stamp(db)
+        code, out, _ = run(capsys, "status", str(root), "--db", str(db), "--json")
+        assert code == 0 and json.loads(out)["unfinished_run"] is None  # at work: no news
+        long_ago = time.time() - RUN_STALL_SECONDS - 120
+        os.utime(lock_path_for(db), (long_ago, long_ago))
+        code, out, _ = run(capsys, "status", str(root), "--db", str(db), "--json")
+        stalled = json.loads(out)["unfinished_run"]
+        assert code == 2 and stalled["stalled"] == os.getpid() and stalled["files"] == 100
+        assert stalled["quiet"] >= RUN_STALL_SECONDS + 100
+        code, out, _ = run(capsys, "search", str(root), "document", "--db", str(db), "--json")
+        warning = json.loads(out)["warning"]
+        assert "no progress for 12 min" in warning and f"kill {os.getpid()}" in warning
+        runs.stamp(db)  # it went on
+        code, out, _ = run(capsys, "status", str(root), "--db", str(db), "--json")
+        assert code == 0 and json.loads(out)["unfinished_run"] is None
+    finally:
+        lock.release()
+
+
+def test_an_index_run_stamps_its_progress(tmp_path: Path) -> None:
+    from markindex_core.store.lock import lock_path_for
+
+    root, db = interrupted_library(tmp_path)
+    seen: list[float] = []
+
+    def progress(done: int, total: int, path: str) -> None:
+        if done == 1:
+            os.utime(lock_path_for(db), (0, 0))
+        seen.append(os.stat(lock_path_for(db)).st_mtime)
+
+    Library(root, db).index(progress=progress, workers=0)
+    assert seen[0] == 0 and seen[1] > time.time() - 60, seen[:3]
