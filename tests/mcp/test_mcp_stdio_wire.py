@@ -67,6 +67,19 @@ class Wire:
         self.proc.stdin.close()
         return self.proc.wait(timeout=30)
 
+    def initialize(self) -> None:
+        self.send(json.dumps(INIT).encode())
+        assert self.reply()["id"] == 1
+        self.send(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}')
+
+    def __enter__(self) -> Wire:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+
 
 def _call(rid: int, query: str) -> dict[str, Any]:
     return {
@@ -78,11 +91,8 @@ def _call(rid: int, query: str) -> dict[str, Any]:
 
 
 def test_unreadable_requests_get_error_replies_and_log_lines(indexed_sample: Library) -> None:
-    wire = Wire(indexed_sample)
-    try:
-        wire.send(json.dumps(INIT).encode())
-        assert wire.reply()["id"] == 1
-        wire.send(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}')
+    with Wire(indexed_sample) as wire:
+        wire.initialize()
 
         surrogate = json.dumps(_call(5, "x")).replace('"x"', '"\\ud800"').encode()
         deep = json.dumps(_call(6, "x")).replace('"x"', "[" * 1000 + "]" * 1000).encode()
@@ -110,10 +120,6 @@ def test_unreadable_requests_get_error_replies_and_log_lines(indexed_sample: Lib
         assert "result" in answered[8] and answered[9]["result"]["isError"] is False
         assert wire.out.empty()
         assert wire.close() == 0
-    finally:
-        if wire.proc.poll() is None:
-            wire.proc.kill()
-            wire.proc.wait(timeout=10)
 
 
 def test_refusal_finds_only_the_outermost_id() -> None:
@@ -144,11 +150,8 @@ def test_finding_the_id_of_a_huge_deep_line_is_bounded() -> None:
 def test_a_batch_gets_an_error_for_each_request_in_it(indexed_sample: Library) -> None:
     """MCP has no batches since 2025-06-18, and the SDK drops a JSON array silently: a client that
     sends one must still get an answer for every request id in it, not wait forever."""
-    wire = Wire(indexed_sample)
-    try:
-        wire.send(json.dumps(INIT).encode())
-        assert wire.reply()["id"] == 1
-        wire.send(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}')
+    with Wire(indexed_sample) as wire:
+        wire.initialize()
         batch = [
             _call(2, "install"),
             {"jsonrpc": "2.0", "method": "notifications/progress"},  # no id: nothing to answer
@@ -165,18 +168,13 @@ def test_a_batch_gets_an_error_for_each_request_in_it(indexed_sample: Library) -
         answer = wire.reply()
         assert answer["id"] == 4 and answer["result"]["isError"] is False
         assert wire.close() == 0
-    finally:
-        if wire.proc.poll() is None:
-            wire.proc.kill()
-            wire.proc.wait(timeout=10)
 
 
 def test_mistyped_tool_calls_get_invalid_input_envelopes(indexed_sample: Library) -> None:
     """`arguments` that is no object and a `name` that is no string are wrong types: the model
     must read why in an envelope, not get the SDK's bare "Invalid request parameters"."""
-    wire = Wire(indexed_sample)
 
-    def tool_call(rid: int, params: dict[str, Any]) -> dict[str, Any]:
+    def tool_call(wire: Wire, rid: int, params: dict[str, Any]) -> dict[str, Any]:
         wire.send(
             json.dumps(
                 {"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": params}
@@ -187,10 +185,8 @@ def test_mistyped_tool_calls_get_invalid_input_envelopes(indexed_sample: Library
         result: dict[str, Any] = reply["result"]
         return result
 
-    try:
-        wire.send(json.dumps(INIT).encode())
-        assert wire.reply()["id"] == 1
-        wire.send(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}')
+    with Wire(indexed_sample) as wire:
+        wire.initialize()
         for rid, params, code, words in (
             (
                 2,
@@ -208,25 +204,18 @@ def test_mistyped_tool_calls_get_invalid_input_envelopes(indexed_sample: Library
             (5, {"name": None, "arguments": {}}, "UNKNOWN_TOOL", "got null"),
             (6, {"name": ["get_document"]}, "UNKNOWN_TOOL", "got an array"),
         ):
-            result = tool_call(rid, params)
+            result = tool_call(wire, rid, params)
             env = json.loads(result["content"][0]["text"])
             assert result["isError"] is True and env["code"] == code and words in env["error"], env
-        ok = tool_call(7, {"name": "get_document", "arguments": {"doc_path": "README.md"}})
+        ok = tool_call(wire, 7, {"name": "get_document", "arguments": {"doc_path": "README.md"}})
         assert ok["isError"] is False
         assert wire.close() == 0
-    finally:
-        if wire.proc.poll() is None:
-            wire.proc.kill()
-            wire.proc.wait(timeout=10)
 
 
 def test_a_request_with_an_id_of_the_wrong_type_is_answered(indexed_sample: Library) -> None:
     """The SDK reads `"id": 1.5` (or true, null) as a notification: its client waited for ever."""
-    wire = Wire(indexed_sample)
-    try:
-        wire.send(json.dumps(INIT).encode())
-        assert wire.reply()["id"] == 1
-        wire.send(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}')
+    with Wire(indexed_sample) as wire:
+        wire.initialize()
         for rid in (b"1.5", b"true", b"null", b"[2]"):
             wire.send(b'{"jsonrpc": "2.0", "id": ' + rid + b', "method": "tools/list"}')
             reply = wire.reply()
@@ -238,16 +227,11 @@ def test_a_request_with_an_id_of_the_wrong_type_is_answered(indexed_sample: Libr
         assert wire.reply()["id"] == 9  # a notification is still not answered; serving goes on
         assert wire.out.empty()
         assert wire.close() == 0
-    finally:
-        if wire.proc.poll() is None:
-            wire.proc.kill()
-            wire.proc.wait(timeout=10)
 
 
 def test_a_request_before_initialize_is_told_to_initialize(indexed_sample: Library) -> None:
     """The SDK answered 'Invalid request parameters' with no data; ping is allowed before."""
-    wire = Wire(indexed_sample)
-    try:
+    with Wire(indexed_sample) as wire:
         wire.send(json.dumps(_call(2, "install")).encode())
         refused = wire.reply()
         assert refused["id"] == 2 and refused["error"]["code"] == -32600
@@ -260,7 +244,3 @@ def test_a_request_before_initialize_is_told_to_initialize(indexed_sample: Libra
         wire.send(json.dumps(_call(3, "install")).encode())
         assert wire.reply()["result"]["isError"] is False
         assert wire.close() == 0
-    finally:
-        if wire.proc.poll() is None:
-            wire.proc.kill()
-            wire.proc.wait(timeout=10)
