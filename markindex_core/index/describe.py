@@ -240,14 +240,14 @@ def section_outline(headings: list[Heading]) -> list[str]:
         if not below:
             return []
         top = min(below)
-    names: list[str] = []
+    names: dict[str, None] = {}  # kept in order; a list's `in` made 100 000 sections quadratic
     for h in headings:
         if h.level != top or _is_template_heading(h.title):
             continue
         name = _NUMBERING.sub("", _inline_text(h.title)).strip()
-        if name and name not in names:
-            names.append(name)
-    return names
+        if name:
+            names.setdefault(name)
+    return list(names)
 
 
 def _is_template_heading(title: str) -> bool:
