@@ -18,6 +18,23 @@ _CONTROL = re.compile(r"[\x00-\x08\x0e-\x1f\x7f]")
 _NOT_CONTROL = bytes(b for b in range(256) if not _CONTROL.match(chr(b)))
 
 
+def _gb2312_symbols() -> frozenset[str]:
+    """The characters of GB2312's symbol rows (bytes A1-A9 A1-FE): the punctuation Chinese text
+    is written with (“” ‘’ —— …… ·), numbered items (① ⑴ Ⅰ), ×÷≤℃, box drawing, kana, Greek.
+    Latin-1 text decodes into them only where two of its rarest bytes (¡¢£¤¥¦§¨©) meet."""
+    chars: set[str] = set()
+    for lead in range(0xA1, 0xAA):
+        for trail in range(0xA1, 0xFF):
+            try:
+                chars.add(bytes((lead, trail)).decode("gb18030"))
+            except UnicodeDecodeError:
+                continue
+    return frozenset(chars)
+
+
+_GB2312_SYMBOLS = _gb2312_symbols()
+
+
 class Undecodable(Exception):
     """The file is not text markindex can index; the message is the reason."""
 
@@ -95,5 +112,9 @@ def _looks_like_cjk_text(text: str) -> bool:
     non_ascii = [c for c in sample if ord(c) > 0x7F]
     if not non_ascii:
         return False
-    cjk = sum(1 for c in non_ascii if "\u3000" <= c <= "\u9fff" or "\uff00" <= c <= "\uffef")
+    cjk = sum(
+        1
+        for c in non_ascii
+        if "\u3000" <= c <= "\u9fff" or "\uff00" <= c <= "\uffef" or c in _GB2312_SYMBOLS
+    )
     return cjk / len(non_ascii) >= 0.9 and not _CONTROL.search(sample)

@@ -37,10 +37,23 @@ def test_gb18030_chinese_text() -> None:
     assert got.encoding == "gb18030" and got.lines == split_lines(text)
 
 
+@pytest.mark.parametrize("codec", ["gbk", "gb18030"])
+def test_gbk_chinese_with_quotes_dashes_and_numbered_items_is_decoded(codec: str) -> None:
+    """GB2312's own punctuation and symbols (“”, ——, ……, ①, ×, box drawing) are Chinese text:
+    counted as foreign, they got a short GBK law refused as 'not GB18030 text'."""
+    text = (
+        "# 第三条\n\n本法所称“数据”，是指任何以电子或者其他方式对信息的记录——包括……\n"
+        "① 收集；② 存储；③ 使用，单价×数量，温度≤30℃。\n\n```\n├── 目录\n└── 文件\n```\n"
+    )
+    got = decode(text.encode(codec))
+    assert got.encoding == "gb18030" and got.lines == split_lines(text)
+
+
 @pytest.mark.parametrize(
     "data",
     [
         "café naïve résumé".encode("latin-1"),
+        ("Les données « sensibles » — voilà, déjà, où ça ? " * 20).encode("cp1252"),
         b"# ok\n\xff\xfe\xfa\n",
         "Привет мир".encode("cp1251"),
     ],
