@@ -8,8 +8,11 @@ is skipped with a reason rather than indexed as garbage.
 from __future__ import annotations
 
 import codecs
+import functools
 import re
 from dataclasses import dataclass
+
+from markindex_core.config import GB18030_MIN_COMMON_HANZI
 
 _NEWLINE = re.compile(r"\r\n|\r|\n")
 _CONTROL = re.compile(r"[\x00-\x08\x0e-\x1f\x7f]")
@@ -18,21 +21,26 @@ _CONTROL = re.compile(r"[\x00-\x08\x0e-\x1f\x7f]")
 _NOT_CONTROL = bytes(b for b in range(256) if not _CONTROL.match(chr(b)))
 
 
-def _gb2312_symbols() -> frozenset[str]:
-    """The characters of GB2312's symbol rows (bytes A1-A9 A1-FE): the punctuation Chinese text
-    is written with (“” ‘’ —— …… ·), numbered items (① ⑴ Ⅰ), ×÷≤℃, box drawing, kana, Greek.
-    Latin-1 text decodes into them only where two of its rarest bytes (¡¢£¤¥¦§¨©) meet."""
-    chars: set[str] = set()
-    for lead in range(0xA1, 0xAA):
-        for trail in range(0xA1, 0xFF):
-            try:
-                chars.add(bytes((lead, trail)).decode("gb18030"))
-            except UnicodeDecodeError:
-                continue
-    return frozenset(chars)
+# GB2312's symbol rows: the punctuation Chinese text is written with (“” ‘’ —— …… ·), numbered
+# items (① ⑴ Ⅰ), ×÷≤℃, box drawing, kana, Greek. Latin-1 text decodes into them only where two
+# of its rarest bytes (¡¢£¤¥¦§¨©) meet.
+_SYMBOL_ROWS = (0xA1, 0xA9)
+# GB2312's hanzi (6 763), nearly every character of simplified Chinese. Other text read as GB18030
+# pairs a high byte with the ASCII byte after it, which lands outside them (GBK's rare additions).
+_HANZI_ROWS = (0xB0, 0xF7)
 
 
-_GB2312_SYMBOLS = _gb2312_symbols()
+@functools.cache
+def _gb2312_rows(first_lead: int, last_lead: int) -> frozenset[str]:
+    """The characters of GB2312's rows `first_lead`..`last_lead` (trail bytes A1-FE). Built on
+    first use: only a file that is not UTF-8 needs them."""
+    pairs = bytes(
+        byte
+        for lead in range(first_lead, last_lead + 1)
+        for trail in range(0xA1, 0xFF)
+        for byte in (lead, trail)
+    )
+    return frozenset(pairs.decode("gb18030"))  # every such pair is one GB18030 character
 
 
 class Undecodable(Exception):
@@ -107,14 +115,20 @@ def _control_count(text: str) -> int:
 
 
 def _looks_like_cjk_text(text: str) -> bool:
-    """GB18030 decodes almost any bytes; accept only text that is mostly CJK or ASCII."""
+    """GB18030 decodes almost any bytes; accept only text that is mostly CJK or ASCII, and whose
+    ideographs are mostly common ones."""
     sample = text[:65536]
     non_ascii = [c for c in sample if ord(c) > 0x7F]
     if not non_ascii:
         return False
+    symbols, hanzi = _gb2312_rows(*_SYMBOL_ROWS), _gb2312_rows(*_HANZI_ROWS)
     cjk = sum(
         1
         for c in non_ascii
-        if "\u3000" <= c <= "\u9fff" or "\uff00" <= c <= "\uffef" or c in _GB2312_SYMBOLS
+        if "\u3000" <= c <= "\u9fff" or "\uff00" <= c <= "\uffef" or c in symbols
     )
-    return cjk / len(non_ascii) >= 0.9 and not _CONTROL.search(sample)
+    if cjk / len(non_ascii) < 0.9 or _CONTROL.search(sample):
+        return False
+    ideographs = [c for c in non_ascii if "\u3400" <= c <= "\u9fff"]
+    common = sum(1 for c in ideographs if c in hanzi)
+    return not ideographs or common >= len(ideographs) * GB18030_MIN_COMMON_HANZI

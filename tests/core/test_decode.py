@@ -49,6 +49,20 @@ def test_gbk_chinese_with_quotes_dashes_and_numbered_items_is_decoded(codec: str
     assert got.encoding == "gb18030" and got.lines == split_lines(text)
 
 
+def test_english_cp1252_with_smart_quotes_is_not_taken_for_gb18030() -> None:
+    """Each cp1252 quote or dash before a letter decodes as one rare ideograph ("It抯 the
+    server抯 job梔on抰"): text that was all CJK among its few non-ASCII characters."""
+    text = "# Setup\n\nIt’s the server’s job—don’t set the limit yourself.\n\nSee the README’s notes.\n"
+    with pytest.raises(Undecodable, match="UTF-8"):
+        decode(text.encode("cp1252"))
+
+
+def test_traditional_chinese_in_gbk_is_decoded() -> None:
+    text = "# 中華人民共和國憲法\n\n第一條 中華人民共和國是工人階級領導的、以工農聯盟為基礎的人民民主專政的社會主義國家。\n"
+    got = decode(text.encode("gbk"))
+    assert got.encoding == "gb18030" and got.lines == split_lines(text)
+
+
 @pytest.mark.parametrize(
     "data",
     [
