@@ -127,7 +127,7 @@ def _looks_like_cjk_text(text: str) -> bool:
         for c in non_ascii
         if "\u3000" <= c <= "\u9fff" or "\uff00" <= c <= "\uffef" or c in symbols
     )
-    if cjk / len(non_ascii) < 0.9 or _CONTROL.search(sample):
+    if cjk / len(non_ascii) < 0.9:  # control characters: `_finish` applies UTF-8's tolerance
         return False
     ideographs = [c for c in non_ascii if "\u3400" <= c <= "\u9fff"]
     common = sum(1 for c in ideographs if c in hanzi)

@@ -49,6 +49,16 @@ def test_gbk_chinese_with_quotes_dashes_and_numbered_items_is_decoded(codec: str
     assert got.encoding == "gb18030" and got.lines == split_lines(text)
 
 
+def test_a_few_control_characters_are_tolerated_in_gb18030_too() -> None:
+    """One stray DEL (a Chinese Wikipedia export has one) refused a GBK file as 'not GB18030
+    text', while UTF-8 text tolerates 1% of control characters."""
+    text = (
+        "# 孔子\n\n孔丘，字仲尼，春秋末期鲁国的教育家与哲学家。\x7f\n\n## 名号\n\n后世尊为至圣。\n"
+    )
+    got = decode(text.encode("gbk"))
+    assert got.encoding == "gb18030" and got.lines == split_lines(text)
+
+
 def test_english_cp1252_with_smart_quotes_is_not_taken_for_gb18030() -> None:
     """Each cp1252 quote or dash before a letter decodes as one rare ideograph ("It抯 the
     server抯 job梔on抰"): text that was all CJK among its few non-ASCII characters."""
