@@ -512,11 +512,15 @@ class _Scanner:
         return True
 
     def _maybe_reference(self, i: int) -> bool:
-        """A link reference definition needs "]:" before the next blank line."""
-        for line in self.lines[i : self.n]:
+        """A link reference definition needs "]:" before its paragraph ends: at a blank line or
+        a line that interrupts it (markdown-it's reference terminators include all of those).
+        Looking on to the next blank line made a heading, link, heading, link... quadratic."""
+        for j in range(i, self.n):
+            line = self.lines[j]
             if "]:" in line:
                 return True
-            if _is_blank(line):
+            pos, col = _indent(line)
+            if pos == len(line) or (j > i and col < 4 and _interrupts(line, pos)):
                 return False
         return False
 
