@@ -683,11 +683,13 @@ class _Scanner:
         return underline + 1
 
     def _region(self, start: int) -> int:
-        end = start
-        while True:
-            end = self._next_cut(end + 1)
-            if self.sink.region(start, end):
-                return end
+        """Hand lines from `start` to markdown-it, up to a place where what it parsed ends. When
+        it runs on past a cut, the next try is at least twice as long: tried at every cut, a
+        comment left open after a list was parsed again once per paragraph (quadratic)."""
+        end = self._next_cut(start + 1)
+        while not self.sink.region(start, end):
+            end = self._next_cut(start + 2 * (end - start))
+        return end
 
     def _next_cut(self, j: int) -> int:
         """First line at or after `j` after which nothing of a region can continue."""
