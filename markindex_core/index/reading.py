@@ -67,7 +67,9 @@ def read_at_most(fd: int, limit: int) -> bytes:
 
 
 def _too_large(size: int) -> str:
-    return f"file too large ({size / 1e6:.1f} MB > {MAX_FILE_BYTES / 1e6:.0f} MB)"
+    """In binary megabytes, as the limit is set and documented (64 MB, not 67.1)."""
+    mb = 1024 * 1024
+    return f"file too large ({size / mb:.1f} MB > {MAX_FILE_BYTES / mb:.0f} MB)"
 
 
 def content_hash(data: bytes) -> str:
