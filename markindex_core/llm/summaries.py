@@ -48,6 +48,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import logging
 import re
 import time
 from collections import deque
@@ -77,6 +78,8 @@ from markindex_core.store.outline import title_path
 from markindex_core.store.rows import DocumentRow, NodeRow
 from markindex_core.store.summaries import CachedSummary, cached_texts, write_summaries
 from markindex_core.text.tokens import estimate_tokens  # the limiter's rule, as a fast regex
+
+log = logging.getLogger("markindex.summaries")
 
 if TYPE_CHECKING:
     from markindex_core.index.indexer import IndexReport
@@ -381,6 +384,14 @@ class Summarizer:
         job = _AskAll(self._model, self.settings, asks, run, writer, progress, deadline)
         try:
             self._loop.run_until_complete(job.run())
+        except KeyboardInterrupt:  # no report follows: say what the answers paid for became
+            writer.flush()
+            log.warning(
+                "summaries stopped: the %d summaries received are kept in the index; the next run"
+                " with this model uses them without a request",
+                run.written,
+            )
+            raise
         finally:
             writer.flush()  # whatever ended the run (an error, Ctrl-C), keep what was paid for
 

@@ -253,3 +253,39 @@ def test_a_killed_run_keeps_what_it_finished(tmp_path: Path, server: ScriptedSer
     report = summarize(root, server)
     assert report["summaries"]["requests"] == planned - cached == len(server.requests) - asked
     assert _kept(db) == (planned, planned)
+
+
+def test_ctrl_c_says_how_many_summaries_were_kept(tmp_path: Path, server: ScriptedServer) -> None:
+    """Stopped with Ctrl-C, a run printed 'interrupted' and no report: a user paying for the
+    answers could not tell that those received were kept, or how many."""
+    import re
+    import signal
+
+    root = tmp_path / "lib"
+    root.mkdir()
+    sections = "".join(f"## Topic {i}\n\n{paragraph(f'topic{i}')}\n\n" for i in range(40))
+    text = "---\ndescription: Forty topics.\n---\n\n# Topics\n\n" + sections
+    (root / "big.md").write_text(text, encoding="utf-8")
+    server.fallback = lambda req: reply("A summary.", delay_s=0.2)
+    base = {k: v for k, v in os.environ.items() if not k.endswith(("_API_KEY", "_BASE_URL"))}
+    args = ["index", str(root), "--summary-model", MODEL, "--base-url", server.base_url]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "markindex_core.cli.main", *args, "--summary-concurrency", "1"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**base, "PYTHONPATH": str(REPO)},
+    )
+    db = root / ".markindex" / "index.db"
+    try:
+        wait_for(lambda: _kept(db)[0] >= SUMMARY_COMMIT_EVERY, timeout=120)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err
+    said = re.search(r"summaries stopped: the (\d+) summaries received are kept", err)
+    assert said is not None, err
+    assert int(said.group(1)) == _kept(db)[1] >= SUMMARY_COMMIT_EVERY
