@@ -174,12 +174,16 @@ def search_documents(lib: IndexAccess, store: Store, args: dict[str, Any]) -> Re
     kept = pages_by_size([json_len(r) for r in results], TOOL_PAGE_CHARS)[0]
     left_out = len(results) - len(kept)
     results = results[: len(kept)]
+    notice = result.notice
+    if doc_path and args.get("folder"):  # the narrower scope wins: say so, not silently
+        ignored = "`folder` was ignored: `doc_path` names one document"
+        notice = f"{ignored}; {notice}" if notice else ignored
     data = {
         "query": query,
         "scope": {"folder": folder, "doc_path": doc_path},
         "mode": result.mode,
         "relaxed": result.relaxed,
-        "notice": result.notice,
+        "notice": notice,
         "terms": result.terms[:TOOL_TERMS_SHOWN],
         "count": len(results),
         "results": results,

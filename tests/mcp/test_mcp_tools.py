@@ -180,6 +180,10 @@ def test_search_results_carry_citations_and_scope(indexed_sample: Library) -> No
     assert scoped["results"] and all(r["doc_path"].startswith("laws/") for r in scoped["results"])
     one = ok(indexed_sample, "search_documents", {"query": "数据", "doc_path": "specs/配置参考.md"})
     assert all(r["doc_path"] == "specs/配置参考.md" for r in one["results"])
+    both = {"query": "数据", "doc_path": "specs/配置参考.md", "folder": "laws"}
+    narrowest = ok(indexed_sample, "search_documents", both)  # folder was dropped silently
+    assert narrowest["results"] == one["results"] and narrowest["scope"]["folder"] is None
+    assert narrowest["notice"].startswith("`folder` was ignored: `doc_path` names one document")
     relaxed = ok(indexed_sample, "search_documents", {"query": "install zzzunknownword"})
     assert relaxed["relaxed"] and relaxed["notice"]
     env = call(indexed_sample, "search_documents", {"query": "x", "doc_path": "guides/instal.md"})
