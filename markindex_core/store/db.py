@@ -243,6 +243,7 @@ def _on_read_only_file_system(path: Path) -> bool:
 def _prepare(conn: apsw.Connection, db_path: Path, readonly: bool) -> None:
     conn.set_busy_timeout(BUSY_TIMEOUT_MS)
     _check_ours(conn, db_path)
+    _refuse_newer(conn, db_path)
     if not readonly:
         if conn.readonly("main"):  # SQLite fell back to read-only: say so before the first write
             raise read_only_file(db_path)
@@ -280,6 +281,20 @@ def _check_ours(conn: apsw.Connection, db_path: Path) -> None:
         raise IndexUnusable(
             f"{db_path} is a database of another program (tables: {shown}), not a markindex index",
             "pass --db with a new file name: markindex never changes a database it did not create",
+        )
+
+
+def _refuse_newer(conn: apsw.Connection, db_path: Path) -> None:
+    """An index of a newer markindex is not rebuilt in this version's older format: the newer
+    version would rebuild it again (two versions on one index take turns destroying it), and a
+    reader's advice to re-index would do just that."""
+    version = conn.pragma("user_version")
+    if version > SCHEMA_VERSION:
+        raise IndexUnusable(
+            f"index at {db_path} was written by a newer markindex (format {version}; this "
+            f"version reads format {SCHEMA_VERSION})",
+            "upgrade markindex (pip install -U markindex), or pass --db FILE to keep an index "
+            "for this version; `markindex index ROOT --rebuild` replaces it",
         )
 
 

@@ -364,3 +364,32 @@ def test_an_index_on_a_read_only_file_system_is_searched(tmp_path: Path, tiny_di
     code, err = markindex("search", str(root), "数据处理者", "--db", str(db))
     assert code == 0, err
     assert Library(root, db).search("words").hits
+
+
+def test_an_index_of_a_newer_markindex_is_refused_not_downgraded(tmp_path: Path) -> None:
+    """An index written by a newer markindex (a higher format) was taken for an old one: `index`
+    dropped its tables and rebuilt it in this version's format (the newer version then rebuilt it
+    again), and readers said to run `markindex index` to rebuild it. Every command now refuses it
+    in one line that names the newer version, and the file keeps every byte; `--rebuild` still
+    replaces it on purpose."""
+    import apsw
+
+    from markindex_core.config import SCHEMA_VERSION
+
+    root = make_library(tmp_path / "lib", n=2)
+    db = tmp_path / "index.db"
+    Library(root, db).index()
+    conn = apsw.Connection(str(db))
+    conn.pragma("user_version", SCHEMA_VERSION + 1)
+    conn.pragma("wal_checkpoint(TRUNCATE)")
+    conn.close()
+    before = db.read_bytes()
+    for args in (["index", str(root)], ["search", str(root), "doc"], ["links", str(root)]):
+        code, err = markindex(*args, "--db", str(db))
+        line = one_clear_line(err)
+        assert code == 1 and "newer markindex" in line and "upgrade" in line, line
+        assert "run `markindex index ROOT` to rebuild" not in line, line
+    assert db.read_bytes() == before
+    code, err = markindex("index", str(root), "--db", str(db), "--rebuild")
+    assert code == 0, err
+    assert check_store_consistent(db) == 2
