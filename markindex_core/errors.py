@@ -67,6 +67,12 @@ class PermissionDenied(MarkindexError):
     code = "PERMISSION_DENIED"
 
 
+class OutputClosed(MarkindexError):
+    """Standard output is closed (`>&-`): what the command found cannot be printed."""
+
+    code = "OUTPUT_CLOSED"
+
+
 class IndexUnusable(MarkindexError):
     """The index file opened but is damaged, or is not a markindex database at all."""
 

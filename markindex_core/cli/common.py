@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -110,12 +111,37 @@ def open_library(args: argparse.Namespace) -> Library:
     return Library(args.root, args.db)
 
 
+def require_stdout() -> None:
+    """Fail when file descriptor 1 is closed (`>&-`, sys.stdout is None), as `echo` does,
+    rather than print nowhere and report success."""
+    if sys.stdout is None:
+        from markindex_core.errors import OutputClosed
+
+        raise OutputClosed(
+            "standard output is closed: the result cannot be printed",
+            "run it with stdout open (e.g. `> /dev/null` to discard the output)",
+        )
+
+
+def reader_gone() -> None:
+    """The reader of stdout stopped early (`| head -1`): later writes go to /dev/null, so the
+    command ends with its own exit status, and the interpreter's last flush does not fail."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+
+
 def emit_json(data: Any) -> None:
     """Exact data as JSON on stdout; DEL and C1 characters are \\u-escaped like C0 ones."""
     from markindex_core.text.safe import json_controls_escaped
 
+    require_stdout()
     text = json.dumps(data, ensure_ascii=False, indent=2)
-    sys.stdout.write(json_controls_escaped(text) + "\n")
+    try:
+        sys.stdout.write(json_controls_escaped(text) + "\n")
+        sys.stdout.flush()
+    except BrokenPipeError:
+        reader_gone()
 
 
 def console(*, stderr: bool = False, highlight: bool = True) -> Console:
@@ -123,7 +149,16 @@ def console(*, stderr: bool = False, highlight: bool = True) -> Console:
     `a:x:b.md` must not be shown as an emoji (and a file name then named a file that isn't)."""
     from rich.console import Console
 
-    return Console(stderr=stderr, highlight=highlight, emoji=False)
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:
+            """Rich exits 1 here ('nothing matched' for search): go on quietly instead."""
+            self.quiet = True
+            if not self.stderr:
+                reader_gone()
+
+    if not stderr:
+        require_stdout()
+    return _Console(stderr=stderr, highlight=highlight, emoji=False)
 
 
 def library_relative(path: str | None) -> str | None:

@@ -71,7 +71,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
-    except BrokenPipeError:
+    except BrokenPipeError:  # a plain print to a reader that stopped early
+        from markindex_core.cli.common import reader_gone
+
+        reader_gone()
         return 0
     except OSError as exc:  # a path the system refuses: permissions, a name too long, …
         _error(*_os_error(exc), getattr(args, "json", False), "OS_ERROR")

@@ -12,6 +12,7 @@ from markindex_core.cli.common import (
     emit_json,
     int_between,
     open_library,
+    require_stdout,
 )
 from markindex_core.config import RETRIEVE_MAX_STEPS
 
@@ -76,6 +77,7 @@ def cmd_retrieve(args: argparse.Namespace) -> int:
         return 0
     from markindex_core.text.safe import printable
 
+    require_stdout()
     out = sys.stdout
     for e in result.evidence:
         out.write(printable(f"[{e.doc_path}, L{e.start_line}-{e.end_line}]") + "\n")

@@ -33,7 +33,7 @@ def cmd_tui(args: argparse.Namespace) -> int:
 
     from markindex_core.errors import InvalidArgument
 
-    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+    if not (sys.stdin.isatty() and sys.stdout is not None and sys.stdout.isatty()):
         # Without a terminal the app would draw escape codes into a file or pipe and wait for
         # keys that never come, for ever (systemd, cron, `markindex tui ROOT > out`).
         raise InvalidArgument(

@@ -199,3 +199,54 @@ def test_json_output_is_utf8_when_an_argument_is_not(indexed: tuple[Path, Path, 
     assert proc.returncode in (0, 1), proc.stderr
     out = json.loads(proc.stdout.decode("utf-8"))  # strict: raises on a raw 0xFF
     assert out["query"] == "pass\udcffword"
+
+
+def _with_stdout(stdout: int | None, *argv: str) -> subprocess.CompletedProcess[str]:
+    """Run the command with `stdout` as its file descriptor 1 (None: fd 1 closed, as `>&-`)."""
+    return subprocess.run(
+        [sys.executable, "-m", "markindex_core", *argv],
+        cwd=REPO_ROOT,
+        stdin=subprocess.DEVNULL,
+        stdout=stdout,
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=120,
+        **({"pass_fds": ()} if stdout is not None else {"preexec_fn": lambda: os.close(1)}),
+    )
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+@pytest.mark.parametrize(
+    ("argv", "code"),
+    [(["search", "ROOT", "doc"], 0), (["search", "ROOT", "zzqqxx"], 1), (["status", "ROOT"], 0)],
+)
+def test_a_reader_that_stops_early_keeps_the_exit_status(
+    indexed: tuple[Path, Path, Path], argv: list[str], code: int, as_json: bool
+) -> None:
+    """`markindex search … | head -1`: human output ended in exit 1 when the reader had gone
+    (rich's own broken-pipe exit: 'nothing matched', or 'not indexed' for status) while --json
+    ended in 0 whatever the result. Both now keep the command's own exit status."""
+    root = indexed[0]
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before the first write: EPIPE every time
+    try:
+        args = [str(root) if a == "ROOT" else a for a in argv] + (["--json"] if as_json else [])
+        done = _with_stdout(write, *args)
+    finally:
+        os.close(write)
+    assert done.returncode == code, done.stderr
+    assert done.stderr.strip() == "", done.stderr
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_a_closed_stdout_is_an_error_not_a_traceback_or_a_silent_success(
+    indexed: tuple[Path, Path, Path], as_json: bool
+) -> None:
+    """`markindex search ROOT q --json >&-` ended in an AttributeError traceback (sys.stdout is
+    None); without --json it printed nothing and exited 0. Both now fail in one line."""
+    root = indexed[0]
+    done = _with_stdout(None, "search", str(root), "doc", *(["--json"] if as_json else []))
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    line = done.stderr.strip().splitlines()[-1]
+    error = json.loads(line)["error"] if as_json else line
+    assert "standard output is closed" in error, done.stderr
