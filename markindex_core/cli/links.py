@@ -41,12 +41,13 @@ def register(sub: Subparsers) -> None:
 
 
 def _cell(value: str | None) -> Text:
-    """A table cell from document text: no markup, control characters made visible."""
+    """A table cell from document text: no markup, control characters made visible, and
+    wrapped whole when the table is too narrow (a path cut to `a/b…` names no file)."""
     from rich.text import Text
 
     from markindex_core.text.safe import printable
 
-    return Text(printable(value or ""))
+    return Text(printable(value or ""), overflow="fold")
 
 
 def cmd_links(args: argparse.Namespace) -> int:

@@ -88,7 +88,8 @@ def cmd_search(args: argparse.Namespace) -> int:
     parts = [re.escape(t) for t in sorted(result.terms, key=len, reverse=True) if len(t) > 1]
     words = re.compile(f"{word}*(?:{'|'.join(parts)}){word}*", re.IGNORECASE) if parts else None
     for hit in result.hits:
-        cell = Text(printable(hit.citation), style="bold cyan")
+        # Wrapped whole, never cut: the citation and section path are what is copied.
+        cell = Text(printable(hit.citation), style="bold cyan", overflow="fold")
         cell.append("\n" + " › ".join(map(printable, hit.title_path)), style="dim")
         snippet = Text("\n" + printable(hit.snippet, multiline=True))
         if words is not None:

@@ -343,3 +343,48 @@ def test_paths_that_are_not_utf8_are_refused_in_one_line(tmp_path: Path, command
     )
     assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr
     assert "not valid UTF-8" in out.stderr and "R\\udcff" in out.stderr, out.stderr
+
+
+def _column(out: str, index: int) -> str:
+    """The text of one table column, its wrapped pieces joined (borders and spaces dropped)."""
+    cells = [line.split("│")[1 + index] for line in out.splitlines() if line.startswith("│")]
+    return "".join(c.strip() for c in cells)
+
+
+@pytest.mark.parametrize("columns", ["80", "40"])
+def test_paths_and_citations_are_never_cut_in_tables(tmp_path: Path, columns: str) -> None:
+    """In a file, a pipe (80 columns) or a narrow terminal, `links`, `backlinks` and `search`
+    cut long document paths to `OWASP-CheatSheetSeries/cheatshe…`: the broken links could not be
+    found, nor a citation copied. Paths and citations now wrap within their cell, whole."""
+    root = tmp_path / "lib"
+    deep = "a-rather-long-folder-name/another-long-sub-folder/the-document-with-a-long-name.md"
+    write(
+        root,
+        deep,
+        "# Deep\n\nzqunique words here, see [gone](missing-target-with-a-long-name.md).\n",
+    )
+    write(root, "b.md", f"# B\n\n[deep](/{deep})\n")
+    db = tmp_path / "index.db"
+    env = {**os.environ, "COLUMNS": columns}
+
+    def human(*argv: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "-m", "markindex_core", *argv, "--db", str(db)],
+            cwd=REPO_ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    human("index", str(root))
+    broken = human("links", str(root))
+    assert _column(broken, 0) == deep, broken
+    assert _column(broken, 2) == deep.rsplit("/", 1)[0] + "/missing-target-with-a-long-name.md"
+    assert _column(human("links", str(root), "b.md"), 1) == deep
+    assert _column(human("backlinks", str(root), deep), 0) == "b.md"
+    found = human("search", str(root), "zqunique")
+    assert f"[{deep},L1-3]" in _column(found, 1).replace(" ", ""), found
+    assert "…" not in broken + found, broken + found
