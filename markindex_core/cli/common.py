@@ -158,7 +158,11 @@ def console(*, stderr: bool = False, highlight: bool = True) -> Console:
 
     if not stderr:
         require_stdout()
-    return _Console(stderr=stderr, highlight=highlight, emoji=False)
+    out = _Console(stderr=stderr, highlight=highlight, emoji=False)
+    # Into a file or pipe, rich would break lines at 80 columns: a message stays one line there,
+    # for logs and grep (tables keep their width).
+    out.soft_wrap = not out.is_terminal
+    return out
 
 
 def library_relative(path: str | None) -> str | None:

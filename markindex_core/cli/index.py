@@ -161,6 +161,7 @@ def cmd_index(args: argparse.Namespace) -> int:
         TextColumn("[dim]{task.description}"),
         console=err,
         transient=True,
+        disable=not err.is_terminal,  # drawn for no one, it leaves an empty line behind
     ) as bar:
         task = bar.add_task("", total=None)
 

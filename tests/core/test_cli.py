@@ -388,3 +388,26 @@ def test_paths_and_citations_are_never_cut_in_tables(tmp_path: Path, columns: st
     found = human("search", str(root), "zqunique")
     assert f"[{deep},L1-3]" in _column(found, 1).replace(" ", ""), found
     assert "…" not in broken + found, broken + found
+
+
+def test_output_to_a_file_keeps_each_message_on_one_line(lib: tuple[Path, Path]) -> None:
+    """Into a file or a pipe (no terminal: 80 columns), `index` wrote a stray empty line on
+    stderr (its progress bar) and broke its summary before the index path and each long
+    warning or skip line in two, so a log or `grep` lost half of each. Each message now stays
+    one line, and no progress bar is drawn where no one watches it."""
+    root, _ = lib
+    db = root.parent / ("a-long-folder-name-for-the-index-" * 3) / "index.db"
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    done = subprocess.run(
+        [sys.executable, "-m", "markindex_core", "index", str(root), "--db", str(db)],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [done.stdout.strip()], done.stdout
+    assert done.stdout.strip().endswith(str(db)), done.stdout
+    lines = done.stderr.splitlines()
+    assert lines and all(line.startswith(("warning ", "skipped ")) for line in lines), lines
