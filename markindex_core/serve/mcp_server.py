@@ -514,6 +514,18 @@ def _host_port(host: str, port: int | str) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
+def _is_loopback(host: str) -> bool:
+    """Whether only this machine can reach `host` (a loopback name or address)."""
+    import ipaddress
+
+    if host in MCP_HTTP_LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a host name: it may resolve to any interface
+        return False
+
+
 def http_security(
     host: str,
     port: int,
@@ -566,8 +578,18 @@ async def run_http(
         ", ".join(security.allowed_hosts),
         ", ".join(security.allowed_origins),
     )
+    if not _is_loopback(host):
+        log.warning(
+            "listening on %s, beyond this machine: the server has no authentication of its own, "
+            "so anyone who can reach this port can read the library; put it behind a proxy "
+            "that authenticates, or bind to 127.0.0.1",
+            host or "every interface",
+        )
     app = server.streamable_http_app(host=host, transport_security=security)
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
+    # log_config=None: uvicorn's records go through markindex's handler (text or JSON lines).
+    config = uvicorn.Config(
+        app, host=host, port=port, log_level="warning", log_config=None, lifespan="on"
+    )
     async with anyio.create_task_group() as tg:
         for job in background:
             tg.start_soon(_background, job, ready)

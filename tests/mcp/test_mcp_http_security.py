@@ -148,3 +148,44 @@ def test_a_port_in_use_or_out_of_range_is_a_clear_error(
             done = subprocess.run([command, *args], capture_output=True, text=True, timeout=60)
             assert done.returncode == code and said in done.stderr, done.stderr
             assert "Traceback" not in done.stderr and "serving MCP" not in done.stderr
+
+
+def test_every_log_line_is_json_and_a_public_bind_is_warned_about(
+    sample_library: Path, tmp_path: Path
+) -> None:
+    """`--host 0.0.0.0` served an unauthenticated library to the whole network without a word,
+    and uvicorn's own records ('Invalid HTTP request received.', 'ASGI callable returned without
+    completing response.' on stop) kept uvicorn's format, so `--json` logs were not JSON lines.
+    A bind beyond loopback is now warned about, and uvicorn logs through markindex's handler."""
+    port = _free_port("0.0.0.0")
+    command, args = server_command(
+        sample_library,
+        tmp_path / "index.db",
+        "--transport",
+        "streamable-http",
+        "--host",
+        "0.0.0.0",
+        "--port",
+        str(port),
+        "--json",
+    )
+    proc = subprocess.Popen([command, *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=0.2) as bad:
+                    bad.sendall(b"NOT HTTP AT ALL\r\n\r\n")  # uvicorn logs a warning for it
+                    bad.recv(1024)
+                break
+            except OSError:
+                assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+                assert time.monotonic() < deadline, "server did not start listening"
+                time.sleep(0.05)
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=10)
+    records = [json.loads(line) for line in err.decode().splitlines()]  # each line is JSON
+    warned = [r["message"] for r in records if r["level"] == "warning"]
+    assert any("0.0.0.0" in m and "no authentication" in m for m in warned), records
+    assert any(r["logger"].startswith("uvicorn") for r in records), records
