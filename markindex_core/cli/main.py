@@ -69,7 +69,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         _error(exc.message, exc.hint, getattr(args, "json", False), exc.code)
         return 1
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+        if getattr(args, "json", False):  # with --json, every error is a JSON line
+            hint = "run it again; an index run completes what an interrupted one left"
+            _error("interrupted", hint, True, "INTERRUPTED")
+        else:
+            print("interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:  # a plain print to a reader that stopped early
         from markindex_core.cli.common import reader_gone

@@ -250,3 +250,32 @@ def test_a_closed_stdout_is_an_error_not_a_traceback_or_a_silent_success(
     line = done.stderr.strip().splitlines()[-1]
     error = json.loads(line)["error"] if as_json else line
     assert "standard output is closed" in error, done.stderr
+
+
+def test_ctrl_c_with_json_is_a_json_error_line(tmp_path: Path) -> None:
+    """With --json every error is one JSON line on stderr, but Ctrl-C printed a bare
+    `interrupted`: a caller parsing stderr met a line that is not JSON. It is now a JSON error
+    with code INTERRUPTED (exit 130 as before)."""
+    import signal
+    import time
+
+    root = make_library(tmp_path / "lib", 400)
+    db = tmp_path / "index.db"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "markindex_core", "index", str(root), "--db", str(db), "--json"],
+        cwd=REPO_ROOT,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 60
+    while not db.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.005)  # the run has started: its index file is there
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    if proc.returncode == 0:
+        pytest.skip("the run finished before the signal came")
+    assert proc.returncode == 130 and out == "", (out, err)
+    error = json.loads(err.strip().splitlines()[-1])
+    assert error["code"] == "INTERRUPTED" and error["hint"], error
