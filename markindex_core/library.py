@@ -109,6 +109,11 @@ class Library:
     def __init__(self, root: str | Path, db: str | Path | None = None) -> None:
         root = Path(root).expanduser()
         if not root.is_dir():
+            if root.exists():  # a document given instead of its folder: name the folder
+                raise LibraryNotFound(
+                    f"{root} is a file, not a library folder",
+                    f"pass the folder that holds it, e.g. {root.parent}",
+                )
             raise LibraryNotFound(
                 f"library folder not found: {root}", "pass an existing folder of Markdown files"
             )

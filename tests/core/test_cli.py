@@ -137,6 +137,10 @@ def test_errors_are_one_line_and_exit_1(
     assert "doc33.md" in line and "doc3.md" in line  # suggests the near miss
     line = one_line_error(*run(capsys, "index", str(tmp_path / "missing"), "--db", str(db))[::2])
     assert "not found" in line
+    # A file given as ROOT (a document instead of its folder) is named as such, not "not found".
+    doc = str(root / "doc3.md")
+    line = one_line_error(*run(capsys, "search", doc, "words", "--db", str(db))[::2])
+    assert "is a file, not a library folder" in line and str(root) in line, line
     line = one_line_error(
         *run(capsys, "index", str(root), "--db", str(db), "--ignore", "../x")[::2]
     )
