@@ -74,7 +74,7 @@ def cmd_retrieve(args: argparse.Namespace) -> int:
     )
     if args.json:
         emit_json(result.to_json())
-        return 0
+        return 0 if result.evidence else 1
     from markindex_core.text.safe import printable
 
     require_stdout()

@@ -337,3 +337,24 @@ def test_the_exported_toolset_serves_a_plain_pydantic_ai_agent(
     (envelope,) = _tool_results(server)
     assert envelope["success"] and envelope["data"]["doc_path"] == DOC
     assert json.loads(indexed_sample.call_tool("get_document", {"doc_path": DOC})) == envelope
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_cli_exit_status_without_evidence_is_1_with_or_without_json(
+    indexed_sample: Library, as_json: bool
+) -> None:
+    """`retrieve` exited 1 when the model cited nothing, but 0 with --json: a script could not
+    tell an answer from none by the status. Both now exit 1, as `search` does when nothing
+    matched."""
+
+    def forever(_request: object) -> object:
+        return tool_call("search_documents", {"query": "install"})
+
+    root = str(indexed_sample.root)
+    argv = ["retrieve", root, "q", "--model", MODEL, "--max-steps", "2"]
+    with ScriptedServer(fallback=forever) as server:  # type: ignore[arg-type]
+        out = _cli([*argv, "--base-url", server.base_url, *(["--json"] if as_json else [])])
+    assert out.returncode == 1, out.stderr
+    if as_json:
+        data = json.loads(out.stdout)
+        assert data["evidence"] == [] and data["stop_reason"] == "max_steps"
