@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import argparse
 
-from markindex_core.cli.common import Subparsers, add_library_args, console, emit_json, open_library
+from markindex_core.cli.common import (
+    Subparsers,
+    add_library_args,
+    console,
+    emit_json,
+    help_epilog,
+    open_library,
+)
 
 
 def register(sub: Subparsers) -> None:
@@ -15,8 +22,14 @@ def register(sub: Subparsers) -> None:
         "then every posting list of the search index. A normal run reads only what it needs, "
         "so an index damaged elsewhere still opens and says 'unchanged'. Takes about two "
         "seconds per 100 MB of index; it only reads, and runs beside a daemon.",
-        epilog="Exit status: 0 when the index is whole, 1 when it is damaged (then run "
-        "`markindex index ROOT --rebuild`) or cannot be opened.",
+        epilog=help_epilog(
+            [
+                "markindex check ~/docs || markindex index ~/docs --rebuild",
+                "markindex check ~/docs --db /mnt/backup/docs.db --json",
+            ],
+            "0 when the index is whole; 1 when it is damaged (then run `markindex index ROOT "
+            "--rebuild`) or cannot be opened.",
+        ),
     )
     add_library_args(p)
     p.set_defaults(func=cmd_check)

@@ -17,6 +17,34 @@ if TYPE_CHECKING:
 # The `sub` object argparse returns from add_subparsers.
 Subparsers = Any
 
+# What --json does for the commands that print no result (servers, the terminal app).
+LOG_JSON_HELP = "write logs to stderr as JSON lines, one object per record"
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """Paragraphs are filled to the terminal's width; a paragraph with indented lines (the
+    examples) keeps its lines as written, so each example stays one line to copy."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        paragraphs = []
+        for para in text.split("\n\n"):
+            if any(line.startswith("  ") for line in para.splitlines()):
+                paragraphs.append("\n".join(indent + line for line in para.splitlines()))
+            else:
+                paragraphs.append(super()._fill_text(para, width, indent))
+        return "\n\n".join(paragraphs)
+
+
+def help_epilog(examples: list[str], exit_status: str) -> str:
+    """The end of a command's --help: examples, one per line, and what its exit status means
+    (usage errors and Ctrl-C are the same for every command)."""
+    lines = "\n".join(f"  {e}" for e in examples)
+    return (
+        f"examples:\n{lines}\n\nExit status: {exit_status} 2 for a usage error (a wrong or "
+        "missing argument); 130 when interrupted (Ctrl-C). Errors are one line on stderr "
+        "(a JSON object with --json)."
+    )
+
 
 def int_between(low: int, high: int | None = None, what: str = "whole number") -> Any:
     """An argparse `type` for a whole number from `low` to `high` (no bound when None) that
@@ -42,8 +70,10 @@ def _file_name(text: str) -> str:
     return text
 
 
-def add_library_args(p: argparse.ArgumentParser, root: bool = True) -> None:
-    """ROOT (unless the command has none), --db and --json."""
+def add_library_args(
+    p: argparse.ArgumentParser, root: bool = True, json_help: str = "print machine-readable JSON"
+) -> None:
+    """ROOT (unless the command has none), --db and --json (`json_help`: what it does there)."""
     if root:
         p.add_argument("root", metavar="ROOT", help="the library folder")
     p.add_argument(
@@ -52,7 +82,7 @@ def add_library_args(p: argparse.ArgumentParser, root: bool = True) -> None:
         type=_file_name,
         help="index file (default: ROOT/.markindex/index.db)",
     )
-    p.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    p.add_argument("--json", action="store_true", help=json_help)
 
 
 def add_indexing_options(p: argparse.ArgumentParser) -> None:

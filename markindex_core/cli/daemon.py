@@ -7,11 +7,13 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from markindex_core.cli.common import (
+    LOG_JSON_HELP,
     Subparsers,
     add_indexing_options,
     add_library_args,
     console,
     emit_json,
+    help_epilog,
     open_library,
 )
 from markindex_core.cli.index import add_summary_options
@@ -37,8 +39,17 @@ def register(sub: Subparsers) -> None:
         "within a second. Serves MCP over stdio in the same process (stdout is the MCP wire; "
         "logs go to stderr) until stdin closes or SIGTERM/SIGINT/SIGHUP. If another process "
         "holds the writer lock, serves read-only and takes over writing when it frees.",
+        epilog=help_epilog(
+            [
+                "markindex daemon ~/docs --no-mcp            # only keep the index live",
+                "markindex daemon /abs/path/to/docs          # as an MCP host's stdio server",
+            ],
+            "0 when it stopped on request (stdin closed, SIGTERM, SIGINT, SIGHUP); 1 when it "
+            "could not start or could not go on (the library folder gone, another folder behind "
+            "its path).",
+        ),
     )
-    add_library_args(p)
+    add_library_args(p, json_help=LOG_JSON_HELP)
     add_indexing_options(p)
     p.add_argument(
         "--poll",
@@ -76,11 +87,19 @@ def register(sub: Subparsers) -> None:
         "status",
         help="show the index's size, freshness, skipped files and whether a daemon is writing",
         description="Documents, nodes, last index time, skipped files, and the live daemon's "
-        "state (pid, heartbeat, queue, errors) when one runs. Exit code: 0 when the index is "
-        "there (live or static), 1 when it is not, 2 when its daemon stopped keeping it live "
-        "(ended without stopping, frozen, or unable to write) or the last index run stopped "
-        "before its end (killed, Ctrl-C), is stopped (Ctrl-Z) or has made no progress for 10 "
-        "minutes: for health checks.",
+        "state (pid, heartbeat, queue, errors) when one runs.",
+        epilog=help_epilog(
+            [
+                "markindex status ~/docs",
+                "markindex status ~/docs --json | jq .daemon",
+                "markindex status ~/docs > /dev/null || echo 'index not healthy'",
+            ],
+            "0 when the index is there (live or static); 1 when it is not (or unusable); 2 "
+            "when its daemon stopped keeping it live (ended without stopping, frozen, or unable "
+            "to write) or the last index run stopped before its end (killed, Ctrl-C), is stopped "
+            "(Ctrl-Z) or has made no progress for 10 minutes: for health checks, which take any "
+            "status but 0 as unhealthy.",
+        ),
     )
     add_library_args(p)
     p.set_defaults(func=cmd_status)

@@ -10,6 +10,7 @@ from markindex_core.cli.common import (
     add_library_args,
     console,
     emit_json,
+    help_epilog,
     int_between,
     open_library,
 )
@@ -34,6 +35,15 @@ def register(sub: Subparsers) -> None:
         "--mode agent --model P:M, a model runs retrieve on every question (needs the llm "
         "extra) and the same measures are taken on its cited evidence, plus requests, tokens "
         "and steps per question.",
+        epilog=help_epilog(
+            [
+                "markindex eval ~/docs --questions eval/questions.jsonl",
+                "markindex eval ~/docs --questions q.jsonl --max-evidence-lines 60 --out r.json",
+                "markindex eval ~/docs --questions q.jsonl --mode routing --json",
+            ],
+            "0 when the report was made (whatever its scores); 1 on an error (a question file "
+            "that cannot be read, no usable index).",
+        ),
     )
     add_library_args(p)
     p.add_argument(

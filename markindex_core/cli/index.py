@@ -13,6 +13,7 @@ from markindex_core.cli.common import (
     console,
     emit_json,
     find_document,
+    help_epilog,
     int_between,
     open_library,
 )
@@ -31,10 +32,18 @@ def register(sub: Subparsers) -> None:
         help="build or update the index of a library (incremental)",
         description="Parse every Markdown file under ROOT into its section tree and "
         "update the index: only new or changed files are rebuilt.",
-        epilog="Exit status: 0 when the index is up to date; 1 when the run failed, when a file "
-        "or folder could not be read (what the index held there is kept), or when summaries "
-        "were asked for and none could be written. Skipped files (binary, too large) are "
-        "reported, not failures.",
+        epilog=help_epilog(
+            [
+                "markindex index ~/docs                      # build, then update by content hash",
+                "markindex index ~/docs --db /tmp/docs.db    # a read-only library: index elsewhere",
+                "markindex index ~/docs --rebuild            # replace a damaged index (see check)",
+                "markindex index ~/docs --json | jq .added",
+            ],
+            "0 when the index is up to date; 1 when the run failed, when a file or folder could "
+            "not be read (what the index held there is kept), or when summaries were asked for "
+            "and none could be written. Skipped files (binary, too large) are reported, not "
+            "failures.",
+        ),
     )
     add_library_args(p)
     add_indexing_options(p)
@@ -66,6 +75,14 @@ def register(sub: Subparsers) -> None:
         help="print a document's section outline",
         description="Print the optimized section tree of one document: node ids, "
         "kinds, titles, line ranges and tokens, and summaries where a model wrote them.",
+        epilog=help_epilog(
+            [
+                "markindex tree ~/docs guides/install.md",
+                "markindex tree ~/docs guides/install.md --depth 1 --json",
+            ],
+            "0 when the tree was printed; 1 when there is no such document (similar paths are "
+            "suggested) or no usable index.",
+        ),
     )
     add_library_args(p)
     p.add_argument("doc", metavar="DOC", help="document path relative to ROOT")

@@ -11,6 +11,7 @@ from markindex_core.cli.common import (
     console,
     emit_json,
     find_document,
+    help_epilog,
     library_relative,
     open_library,
 )
@@ -26,6 +27,15 @@ def register(sub: Subparsers) -> None:
         description="List the internal Markdown links of DOC with their line numbers, marking broken "
         "ones and those whose #anchor the linked document does not have; without DOC, list every "
         "broken link and every missing anchor in the library.",
+        epilog=help_epilog(
+            [
+                "markindex links ~/docs                      # every broken link and missing anchor",
+                "markindex links ~/docs guides/install.md    # one document's links",
+                "markindex links ~/docs --json | jq '.broken | length'",
+            ],
+            "0 when the links were listed (broken ones included); 1 when there is no such "
+            "document or no usable index.",
+        ),
     )
     add_library_args(p)
     p.add_argument("doc", metavar="DOC", nargs="?", help="document path relative to ROOT")
@@ -34,6 +44,11 @@ def register(sub: Subparsers) -> None:
         "backlinks",
         help="documents that link to DOC",
         description="List every document (and line) that links to DOC.",
+        epilog=help_epilog(
+            ["markindex backlinks ~/docs specs/config.md"],
+            "0 when the links to DOC were listed; 1 when no document is DOC and nothing links "
+            "to it (a typo: similar paths are suggested), or no usable index.",
+        ),
     )
     add_library_args(p)
     p.add_argument("doc", metavar="DOC", help="document path relative to ROOT")

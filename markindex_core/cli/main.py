@@ -7,7 +7,7 @@ import errno
 import json
 import sys
 from collections.abc import Callable, Sequence
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import apsw
 
@@ -22,6 +22,7 @@ from markindex_core.cli import (
     search,
     tui,
 )
+from markindex_core.cli.common import HelpFormatter
 from markindex_core.errors import MarkindexError
 from markindex_core.store.files import out_of_descriptors
 
@@ -37,6 +38,10 @@ def build_parser(json_errors: bool = False) -> argparse.ArgumentParser:
     from markindex_core import __version__
 
     class Parser(argparse.ArgumentParser):  # sub-command parsers are made of the same class
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            kwargs.setdefault("formatter_class", HelpFormatter)  # examples kept one per line
+            super().__init__(*args, **kwargs)
+
         def error(self, message: str) -> NoReturn:
             if not json_errors:
                 super().error(message)

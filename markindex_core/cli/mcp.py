@@ -10,9 +10,11 @@ import time
 from typing import TYPE_CHECKING
 
 from markindex_core.cli.common import (
+    LOG_JSON_HELP,
     Subparsers,
     add_indexing_options,
     add_library_args,
+    help_epilog,
     int_between,
     open_library,
 )
@@ -34,8 +36,18 @@ def register(sub: Subparsers) -> None:
         "instructions. stdout carries only JSON-RPC; logs go to stderr. Build the index first "
         "with `markindex index ROOT`, or pass --reindex-on-start to update it in the background "
         "while the server answers from the existing index.",
+        epilog=help_epilog(
+            [
+                "markindex mcp /abs/path/to/docs                    # stdio, for an MCP host",
+                "markindex mcp /abs/path/to/docs --reindex-on-start",
+                "markindex mcp /abs/path/to/docs --watch            # keep the index live",
+                "markindex mcp /abs/path/to/docs --transport streamable-http --port 8765",
+            ],
+            "0 when the server stopped (stdin closed, SIGINT); 1 when it could not start (no "
+            "such folder, a folder with no Markdown and no index, a port in use).",
+        ),
     )
-    add_library_args(p)
+    add_library_args(p, json_help=LOG_JSON_HELP)
     add_indexing_options(p)
     p.add_argument(
         "--reindex-on-start",

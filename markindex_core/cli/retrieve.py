@@ -10,6 +10,7 @@ from markindex_core.cli.common import (
     add_library_args,
     add_model_server_args,
     emit_json,
+    help_epilog,
     int_between,
     open_library,
     require_stdout,
@@ -38,6 +39,16 @@ def register(sub: Subparsers) -> None:
         "and cites line ranges; only those lines, re-read from the index, are returned (never "
         "text the model wrote), with usage and why it stopped: done, budget or max_steps. "
         "Needs pip install 'markindex[llm]'. Document text is untrusted data for the model.",
+        epilog=help_epilog(
+            [
+                'markindex retrieve ~/docs "how do I run it behind a proxy?" '
+                "--model anthropic:claude-sonnet-4-5",
+                'markindex retrieve ~/docs "默认端口是多少" --model openai-chat:qwen2.5 '
+                "--base-url http://127.0.0.1:8000/v1 --json",
+            ],
+            "0 when evidence was found; 1 when the model cited none (with --json too) or on an "
+            "error (no key, the model server failed).",
+        ),
     )
     add_library_args(p)
     p.add_argument("question", metavar="QUESTION", help="what to find evidence for")

@@ -9,6 +9,7 @@ from markindex_core.cli.common import (
     add_library_args,
     console,
     emit_json,
+    help_epilog,
     int_between,
     library_relative,
     open_library,
@@ -22,8 +23,16 @@ def register(sub: Subparsers) -> None:
         help="keyword search (Chinese, English, mixed) with passage citations",
         description="BM25 search over section titles, merged headings and text. Prints "
         "the best passage of each matching section as a citation [doc_path, Lx-y].",
-        epilog="Exit status: 0 when something matched, 1 when nothing did (as grep; with "
-        "--json too, whose output then has no hits), 1 with one line on stderr for an error.",
+        epilog=help_epilog(
+            [
+                'markindex search ~/docs "how long until a data breach must be reported"',
+                "markindex search ~/docs 数据泄露 --folder laws --limit 5",
+                "markindex search ~/docs max_connections --doc specs/config.md",
+                "markindex search ~/docs proxy --json | jq -r '.hits[].citation'",
+            ],
+            "0 when something matched; 1 when nothing did (as grep; with --json too, whose "
+            "output then has no hits) or on an error.",
+        ),
     )
     add_library_args(p)
     p.add_argument("query", metavar="QUERY", help="words, a question, or an identifier")

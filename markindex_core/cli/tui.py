@@ -6,8 +6,10 @@ import argparse
 import importlib
 
 from markindex_core.cli.common import (
+    LOG_JSON_HELP,
     Subparsers,
     add_library_args,
+    help_epilog,
 )
 
 
@@ -18,8 +20,12 @@ def register(sub: Subparsers) -> None:
         description="The terminal app: library tree (folders, documents, sections), original "
         "lines with line numbers, live search, document metadata and index status. Offers to "
         "build the index when there is none; follows changes a daemon commits.",
+        epilog=help_epilog(
+            ["markindex tui ~/docs", "markindex tui ~/docs --watch"],
+            "0 when the app was quit; 1 when it cannot run (no terminal, no such folder).",
+        ),
     )
-    add_library_args(p)
+    add_library_args(p, json_help=LOG_JSON_HELP)
     p.add_argument(
         "--watch",
         action="store_true",

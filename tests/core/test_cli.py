@@ -415,3 +415,31 @@ def test_output_to_a_file_keeps_each_message_on_one_line(lib: tuple[Path, Path])
     assert done.stdout.strip().endswith(str(db)), done.stdout
     lines = done.stderr.splitlines()
     assert lines and all(line.startswith(("warning ", "skipped ")) for line in lines), lines
+
+
+COMMANDS = (
+    "index tree search links backlinks retrieve eval mcp daemon status check tui".split()
+)
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_help_shows_examples_and_exit_status(command: str) -> None:
+    """Most commands' --help said neither how to call them nor what their exit status means
+    (tree, links, backlinks, retrieve, eval, mcp, daemon, tui), and `mcp --json` claimed to
+    'print machine-readable JSON' where stdout is the MCP wire. Each help now ends with
+    examples kept one per line and the exit statuses, and says what --json does there."""
+    done = subprocess.run(
+        [sys.executable, "-m", "markindex_core", command, "--help"],
+        cwd=REPO_ROOT,
+        env={**os.environ, "COLUMNS": "100"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    text = done.stdout
+    examples = text.split("examples:\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    assert examples and all(e.startswith(f"  markindex {command} ") for e in examples), text
+    assert "exit status: 0 " in text.lower() and "2 " in text.split("xit status", 1)[1], text
+    if command in ("mcp", "daemon", "tui"):
+        assert "print machine-readable JSON" not in text and "log" in text.split("--json")[2]
