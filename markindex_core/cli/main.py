@@ -7,35 +7,38 @@ import errno
 import json
 import sys
 from collections.abc import Callable, Sequence
+from types import ModuleType
 from typing import Any, NoReturn
 
-import apsw
-
-from markindex_core.cli import (
-    check,
-    daemon,
-    evaluate,
-    index,
-    links,
-    mcp,
-    retrieve,
-    search,
-    tui,
-)
-from markindex_core.cli.common import HelpFormatter
 from markindex_core.errors import MarkindexError
 from markindex_core.store.files import out_of_descriptors
 
 EPILOG = "Every command takes --db FILE (default ROOT/.markindex/index.db) and --json."
 
-# Each module registers its sub-commands; heavy imports (mcp, textual, watchdog) wait until one runs.
-COMMAND_MODULES = (index, search, links, retrieve, evaluate, mcp, daemon, check, tui)
+
+def command_modules() -> tuple[ModuleType, ...]:
+    """Each module registers its sub-commands; heavy imports (mcp, textual, watchdog) wait until
+    one runs. Loaded inside `main`, so a Ctrl-C while they load is caught like any other."""
+    from markindex_core.cli import (
+        check,
+        daemon,
+        evaluate,
+        index,
+        links,
+        mcp,
+        retrieve,
+        search,
+        tui,
+    )
+
+    return (index, search, links, retrieve, evaluate, mcp, daemon, check, tui)
 
 
 def build_parser(json_errors: bool = False) -> argparse.ArgumentParser:
     """The whole command line; with `json_errors`, a usage error is a JSON line on stderr too,
     like every other error of a command run with --json."""
     from markindex_core import __version__
+    from markindex_core.cli.common import HelpFormatter
 
     class Parser(argparse.ArgumentParser):  # sub-command parsers are made of the same class
         def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -55,13 +58,28 @@ def build_parser(json_errors: bool = False) -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"markindex {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for module in COMMAND_MODULES:
+    for module in command_modules():
         module.register(sub)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     words = sys.argv[1:] if argv is None else list(argv)
+    try:
+        return _run(words)
+    except KeyboardInterrupt:  # while the command ran, or while its modules loaded
+        if "--json" in words:  # with --json, every error is a JSON line
+            hint = "run it again; an index run completes what an interrupted one left"
+            _error("interrupted", hint, True, "INTERRUPTED")
+        else:
+            print("interrupted", file=sys.stderr)
+        return 130
+
+
+def _run(words: list[str]) -> int:
+    """Parse `words` and run the command, every error but Ctrl-C as one line on stderr."""
+    import apsw
+
     parser = build_parser(json_errors="--json" in words)
     args = parser.parse_args(words)
     func: Callable[[argparse.Namespace], int] = args.func
@@ -73,13 +91,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except MarkindexError as exc:
         _error(exc.message, exc.hint, getattr(args, "json", False), exc.code)
         return 1
-    except KeyboardInterrupt:
-        if getattr(args, "json", False):  # with --json, every error is a JSON line
-            hint = "run it again; an index run completes what an interrupted one left"
-            _error("interrupted", hint, True, "INTERRUPTED")
-        else:
-            print("interrupted", file=sys.stderr)
-        return 130
     except BrokenPipeError:  # a plain print to a reader that stopped early
         from markindex_core.cli.common import reader_gone
 

@@ -279,3 +279,38 @@ def test_ctrl_c_with_json_is_a_json_error_line(tmp_path: Path) -> None:
     assert proc.returncode == 130 and out == "", (out, err)
     error = json.loads(err.strip().splitlines()[-1])
     assert error["code"] == "INTERRUPTED" and error["hint"], error
+
+
+def test_ctrl_c_while_the_command_modules_load_shows_no_traceback(
+    indexed: tuple[Path, Path, Path],
+) -> None:
+    """Ctrl-C in the first tenth of a second, while `markindex` still imports its command
+    modules, ended in a 20-line KeyboardInterrupt traceback (they loaded before `main` could
+    catch it). The signal is sent here once the child reports (-X importtime) that it has loaded
+    `markindex_core.config`, which only the command modules import."""
+    import signal
+
+    root = indexed[0]
+    proc = subprocess.Popen(
+        [sys.executable, "-X", "importtime", "-m", "markindex_core", "status", str(root), "--json"],
+        cwd=REPO_ROOT,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stderr is not None
+    lines = []
+    for line in proc.stderr:
+        lines.append(line)
+        if line.rstrip().endswith("markindex_core.config"):
+            proc.send_signal(signal.SIGINT)
+            break
+    out, rest = proc.communicate(timeout=60)
+    err = "".join(lines) + rest
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    if proc.returncode == 130:  # the signal came before the command ended
+        ours = [x for x in rest.splitlines() if not x.startswith("import time:")]
+        assert json.loads(ours[-1])["code"] == "INTERRUPTED", err
+    else:
+        assert proc.returncode == 0 and json.loads(out)["indexed"], err
