@@ -4,6 +4,7 @@ opening the library. Heavy modules load inside the commands, so `--help` stays f
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
 import sys
@@ -153,6 +154,16 @@ def require_stdout() -> None:
         )
 
 
+def tolerant_stdout() -> None:
+    """Under a locale whose encoding lacks what is printed (latin-1, ASCII), a Chinese title or
+    a `→` would stop the command with UnicodeEncodeError: show such characters as escapes."""
+    if isinstance(sys.stdout, io.TextIOWrapper) and sys.stdout.errors in (
+        "strict",
+        "surrogateescape",
+    ):
+        sys.stdout.reconfigure(errors="backslashreplace")
+
+
 def reader_gone() -> None:
     """The reader of stdout stopped early (`| head -1`): later writes go to /dev/null, so the
     command ends with its own exit status, and the interpreter's last flush does not fail."""
@@ -167,6 +178,10 @@ def emit_json(data: Any) -> None:
 
     require_stdout()
     text = json.dumps(data, ensure_ascii=False, indent=2)
+    try:
+        text.encode(sys.stdout.encoding or "utf-8")
+    except UnicodeEncodeError:  # a locale that lacks some characters: \u escapes, exact still
+        text = json.dumps(data, ensure_ascii=True, indent=2)
     try:
         sys.stdout.write(json_controls_escaped(text) + "\n")
         sys.stdout.flush()

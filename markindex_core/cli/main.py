@@ -80,6 +80,9 @@ def _run(words: list[str]) -> int:
     """Parse `words` and run the command, every error but Ctrl-C as one line on stderr."""
     import apsw
 
+    from markindex_core.cli.common import tolerant_stdout
+
+    tolerant_stdout()
     parser = build_parser(json_errors="--json" in words)
     args = parser.parse_args(words)
     func: Callable[[argparse.Namespace], int] = args.func

@@ -314,3 +314,38 @@ def test_ctrl_c_while_the_command_modules_load_shows_no_traceback(
         assert json.loads(ours[-1])["code"] == "INTERRUPTED", err
     else:
         assert proc.returncode == 0 and json.loads(out)["indexed"], err
+
+
+@pytest.mark.parametrize("encoding", ["latin-1", "ascii"])
+def test_a_terminal_that_cannot_show_chinese_gets_escapes_not_a_wrong_error(
+    tmp_path: Path, encoding: str
+) -> None:
+    """Under a locale whose encoding lacks the characters printed (latin-1, ASCII), every
+    command printing a Chinese title, a `→` or a box line failed with 'a path or argument holds
+    bytes that are not valid UTF-8 (a legacy file name?)', about nothing the user gave. Human
+    output now shows such characters as escapes, and --json stays valid JSON (\\u escapes)."""
+    from .helpers import write
+
+    root = tmp_path / "lib"
+    write(root, "laws/数据.md", "# 数据安全\n\n数据泄露 words 🙂 here\n")
+    env = {**os.environ, "PYTHONIOENCODING": encoding}
+
+    def run(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "markindex_core", *argv, "--db", str(tmp_path / "i.db")],
+            cwd=REPO_ROOT,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            encoding=encoding,
+            timeout=120,
+        )
+
+    assert run("index", str(root)).returncode == 0
+    for argv in (["status", str(root)], ["search", str(root), "words"], ["links", str(root)]):
+        done = run(*argv)
+        assert done.returncode == 0 and "not valid UTF-8" not in done.stderr, (argv, done.stderr)
+    shown = run("search", str(root), "words").stdout
+    assert "\\u6570" in shown or "\\u5b89" in shown, shown
+    data = json.loads(run("search", str(root), "words", "--json").stdout)
+    assert data["hits"][0]["doc_path"] == "laws/数据.md" and "🙂" in data["hits"][0]["snippet"]
