@@ -53,8 +53,9 @@ def cmd_check(args: argparse.Namespace) -> int:
         out.print(f"{where}: whole (checked in {report.seconds:.1f} s)", markup=False)
         return 0
     err.print(f"{where}: damaged", markup=False)
-    for problem in report.problems:
-        err.print(f"  {printable(problem)}", markup=False)
+    for problem in report.problems:  # SQLite's answer may hold several lines
+        for line in problem.splitlines():
+            err.print(f"  {printable(line)}", markup=False)
     err.print(
         f"rebuild it from the library: markindex index {printable(str(lib.root))} "
         f"--db {where} --rebuild",

@@ -116,3 +116,25 @@ def test_rebuild_fails_fast_while_another_process_writes(
         lock.release()
     assert code == 1 and "Traceback" not in err and err.strip()
     assert check_store_consistent(db) == 80
+
+
+def test_a_problem_of_several_lines_is_shown_as_lines(
+    indexed: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """SQLite's structure check answers '*** in database main ***' and the problem on the next
+    line, as one text: `check` printed it with the newline escaped, as
+    '*** in database main ***\\nTree 11 page 11: …'. Each line of it is now a line."""
+    root, db = indexed
+    conn = apsw.Connection(str(db))
+    conn.pragma("wal_checkpoint(TRUNCATE)")
+    page_size = int(conn.pragma("page_size"))
+    page = int(
+        next(conn.execute("SELECT pageno FROM dbstat WHERE name = 'passages_doc' LIMIT 1"))[0]
+    )
+    conn.close()
+    with db.open("r+b") as f:
+        f.seek((page - 1) * page_size + 3)  # the b-tree page's cell count: a broken page
+        f.write(b"\x7f\x7f")
+    code, _, err = run(capsys, "check", str(root), "--db", str(db))
+    assert code == 1 and "damaged" in err, err
+    assert "\\n" not in err and "  *** in database main ***\n" in err, err
