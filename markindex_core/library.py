@@ -234,7 +234,13 @@ class Library:
         was moved) or when the index lives inside this folder (a copied library brings its own).
         """
         check_replaceable(self.db_path)
-        if rebuild or not self.db_path.exists():
+        if not rebuild:
+            self.require_own_index()
+
+    def require_own_index(self) -> None:
+        """Refuse an index that holds another library (OTHER_LIBRARY): writing into it would
+        remove that library's documents, and reading from it would cite them as this one's."""
+        if not self.db_path.exists():
             return
         owner = self._stored_meta("root")
         if not held_by_other_library(owner, self.root, self.db_path):

@@ -135,11 +135,16 @@ def add_model_server_args(p: Any, *, limits_prefix: str = "") -> None:
     )
 
 
-def open_library(args: argparse.Namespace) -> Library:
-    """The library named by ROOT and --db."""
+def open_library(args: argparse.Namespace, *, own_index: bool = False) -> Library:
+    """The library named by ROOT and --db. With `own_index` (commands that answer from the
+    index), an index that holds another library is refused (OTHER_LIBRARY), as the MCP tools
+    do: its documents would be cited as ROOT's."""
     from markindex_core.library import Library
 
-    return Library(args.root, args.db)
+    lib = Library(args.root, args.db)
+    if own_index:
+        lib.require_own_index()
+    return lib
 
 
 def require_stdout() -> None:

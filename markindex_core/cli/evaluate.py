@@ -97,6 +97,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     questions = load_questions(Path(q) for q in args.questions)
     if args.out:
         _check_out(Path(args.out), lib.db_path)  # said now, not after the whole evaluation
+    lib.require_own_index()  # after --out is checked: it reads the index
     if args.mode == "routing":
         report = evaluate_routing(lib, questions)
     elif args.mode == "agent":

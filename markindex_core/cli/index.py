@@ -260,7 +260,7 @@ def _print_summaries(out: Console, err: Console, hook: Summarizer) -> None:
 def cmd_tree(args: argparse.Namespace) -> int:
     from markindex_core.store.outline import nest
 
-    lib = open_library(args)
+    lib = open_library(args, own_index=True)
     doc = find_document(lib, args.doc)
     outline = nest(lib.store.nodes(doc["id"]), depth=args.depth)
     if args.json:

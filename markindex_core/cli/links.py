@@ -68,7 +68,7 @@ def _cell(value: str | None) -> Text:
 def cmd_links(args: argparse.Namespace) -> int:
     from markindex_core.store.anchors import missing_anchors
 
-    lib = open_library(args)
+    lib = open_library(args, own_index=True)
     if args.doc:
         doc = find_document(lib, args.doc)
         rows = lib.store.links_from(doc["id"])
@@ -134,7 +134,7 @@ def _print_broken(broken: list[dict[str, Any]], no_anchor: list[dict[str, Any]])
 def cmd_backlinks(args: argparse.Namespace) -> int:
     from markindex_core.store.suggest import unknown_document
 
-    lib = open_library(args)
+    lib = open_library(args, own_index=True)
     wanted = library_relative(args.doc) or args.doc  # `./a.md` is `a.md`, as everywhere
     doc = lib.document(wanted)
     path = doc["path"] if doc is not None else wanted

@@ -73,7 +73,7 @@ def cmd_retrieve(args: argparse.Namespace) -> int:
     from markindex_core.llm.models import require_llm_extra
 
     require_llm_extra()
-    lib = open_library(args)
+    lib = open_library(args, own_index=True)
     result = lib.retrieve(
         args.question,
         model=args.model,

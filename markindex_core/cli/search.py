@@ -51,7 +51,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     from markindex_core.errors import LibraryNotFound
     from markindex_core.store.suggest import unknown_document
 
-    lib = open_library(args)
+    lib = open_library(args, own_index=True)
     doc, folder = library_relative(args.doc), library_relative(args.folder)
     # An unknown scope is said as such, with suggestions, not as "nothing matched".
     if doc is not None:

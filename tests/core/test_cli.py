@@ -417,9 +417,7 @@ def test_output_to_a_file_keeps_each_message_on_one_line(lib: tuple[Path, Path])
     assert lines and all(line.startswith(("warning ", "skipped ")) for line in lines), lines
 
 
-COMMANDS = (
-    "index tree search links backlinks retrieve eval mcp daemon status check tui".split()
-)
+COMMANDS = "index tree search links backlinks retrieve eval mcp daemon status check tui".split()
 
 
 @pytest.mark.parametrize("command", COMMANDS)
@@ -443,3 +441,34 @@ def test_every_help_shows_examples_and_exit_status(command: str) -> None:
     assert "exit status: 0 " in text.lower() and "2 " in text.split("xit status", 1)[1], text
     if command in ("mcp", "daemon", "tui"):
         assert "print machine-readable JSON" not in text and "log" in text.split("--json")[2]
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["search", "B", "document"],
+        ["tree", "B", "guides/doc0.md"],
+        ["links", "B"],
+        ["backlinks", "B", "doc1.md"],
+        ["eval", "B", "--questions", "Q"],
+    ],
+)
+def test_reading_the_index_of_another_library_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    """`search B q --db a.db` answered from library A's index as if it were B's: A's documents
+    were cited for B, and `links B` listed A's broken links, all with exit 0 (the MCP tools
+    already refused such an index with OTHER_LIBRARY). The reading commands now refuse it too."""
+    a = make_library(tmp_path / "a", 3)
+    b = make_library(tmp_path / "b", 2)
+    db = tmp_path / "a.db"
+    questions = tmp_path / "q.jsonl"
+    record = {"id": "q1", "question": "doc", "lang": "en", "gold": [{"doc_path": "doc0.md"}]}
+    questions.write_text(json.dumps(record) + "\n", encoding="utf-8")
+    assert run(capsys, "index", str(a), "--db", str(db))[0] == 0
+    args = [str(b) if x == "B" else str(questions) if x == "Q" else x for x in argv]
+    code, out, err = run(capsys, *args, "--db", str(db), "--json")
+    assert code == 1 and out == "", out
+    error = json.loads(err)
+    assert error["code"] == "OTHER_LIBRARY" and str(a) in error["error"], error
+    assert run(capsys, *[str(a) if x == str(b) else x for x in args], "--db", str(db))[0] == 0
