@@ -189,3 +189,47 @@ def test_every_log_line_is_json_and_a_public_bind_is_warned_about(
     warned = [r["message"] for r in records if r["level"] == "warning"]
     assert any("0.0.0.0" in m and "no authentication" in m for m in warned), records
     assert any(r["logger"].startswith("uvicorn") for r in records), records
+
+
+async def test_sigterm_with_a_client_connected_stops_without_an_error_line(
+    sample_library: Path, tmp_path: Path
+) -> None:
+    """A stop (SIGTERM) while a client held its event stream open logged
+    'uvicorn.error ERROR: ASGI callable returned without completing response.' on every
+    deploy: an error where nothing failed, since cutting that stream is what a stop does. The
+    stop stays quick and its log says nothing at ERROR."""
+    import signal
+
+    import anyio
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    port = _free_port("127.0.0.1")
+    command, args = server_command(
+        sample_library, tmp_path / "index.db", "--transport", "streamable-http", "--port", str(port)
+    )
+    proc = subprocess.Popen([command, *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        with anyio.fail_after(60):
+            while True:
+                try:
+                    socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                    break
+                except OSError:
+                    assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+                    await anyio.sleep(0.05)
+            url = f"http://127.0.0.1:{port}/mcp"
+            async with streamable_http_client(url) as streams, ClientSession(*streams[:2]) as s:
+                await s.initialize()
+                assert (await s.list_tools()).tools
+                await anyio.sleep(0.5)  # its event stream (GET) is open by now
+                proc.send_signal(signal.SIGTERM)
+                started = time.monotonic()
+                while proc.poll() is None:
+                    await anyio.sleep(0.05)
+                assert time.monotonic() - started < 10
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        _, err = proc.communicate(timeout=10)
+    assert b"ERROR" not in err and b"Traceback" not in err, err.decode()
