@@ -260,11 +260,20 @@ def _prepare(conn: apsw.Connection, db_path: Path, readonly: bool) -> None:
         _migrate(conn)
         return
     version = conn.pragma("user_version")
+    if version == 0 and not _has_tables(conn):  # a zero-byte file (`touch`), never written
+        raise IndexMissing(
+            f"no index at {db_path} (an empty file)",
+            "run `markindex index ROOT` first (or pass --db FILE)",
+        )
     if version != SCHEMA_VERSION:
         raise IndexMissing(
             f"index at {db_path} has schema {version}, this markindex needs {SCHEMA_VERSION}",
             "run `markindex index ROOT` to rebuild it",
         )
+
+
+def _has_tables(conn: apsw.Connection) -> bool:
+    return conn.execute("SELECT 1 FROM sqlite_schema LIMIT 1").fetchone() is not None
 
 
 def _check_ours(conn: apsw.Connection, db_path: Path) -> None:

@@ -349,3 +349,19 @@ def test_a_terminal_that_cannot_show_chinese_gets_escapes_not_a_wrong_error(
     assert "\\u6570" in shown or "\\u5b89" in shown, shown
     data = json.loads(run("search", str(root), "words", "--json").stdout)
     assert data["hits"][0]["doc_path"] == "laws/数据.md" and "🙂" in data["hits"][0]["snippet"]
+
+
+def test_an_empty_index_file_is_called_no_index(tmp_path: Path) -> None:
+    """A zero-byte index file (a `touch`, a copy that never started) was 'index at … has
+    schema 0, this markindex needs 3' for every reader: the jargon of a version mismatch for a
+    file that holds nothing. It is now 'no index at … (an empty file)', with how to build one."""
+    root = make_library(tmp_path / "lib", 2)
+    db = tmp_path / "index.db"
+    db.write_bytes(b"")
+    for argv in (["search", str(root), "doc"], ["links", str(root)], ["check", str(root)]):
+        done = markindex(*argv, "--db", str(db), "--json")
+        error = json.loads(done.stderr.strip().splitlines()[-1])
+        assert done.returncode == 1 and error["code"] == "INDEX_MISSING", error
+        assert "(an empty file)" in error["error"] and "schema" not in error["error"], error
+        assert "markindex index" in error["hint"], error
+    assert markindex("index", str(root), "--db", str(db)).returncode == 0  # built in it
