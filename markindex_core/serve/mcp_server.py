@@ -41,6 +41,7 @@ from markindex_core.config import (
     MCP_LOG_EXCERPT_CHARS,
     MCP_TOOL_THREADS,
 )
+from markindex_core.errors import OutputClosed
 from markindex_core.tools.contract import AGENT_INSTRUCTIONS, call_tool_result, tool_specs
 
 if TYPE_CHECKING:
@@ -190,6 +191,12 @@ def guard_stdout() -> BinaryIO:
     """
     global _wire
     if _wire is None:
+        if sys.stdout is None:  # fd 1 closed (`>&-`): there is nowhere to answer
+            raise OutputClosed(
+                "standard output is closed: MCP over stdio answers there",
+                "start it from an MCP host, which reads its stdout, or serve over HTTP "
+                "(markindex mcp ROOT --transport streamable-http)",
+            )
         sys.stdout.flush()
         wire_fd = os.dup(1)
         os.dup2(2, 1)

@@ -6,13 +6,18 @@ from __future__ import annotations
 import json
 import queue
 import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 from typing import IO, Any
+
+import pytest
 
 from markindex_core.library import Library
 from markindex_core.serve.mcp_server import refusal
 from tests.mcp.helpers import server_command
+from tests.paths import REPO
 
 INIT = {
     "jsonrpc": "2.0",
@@ -244,3 +249,29 @@ def test_a_request_before_initialize_is_told_to_initialize(indexed_sample: Libra
         wire.send(json.dumps(_call(3, "install")).encode())
         assert wire.reply()["result"]["isError"] is False
         assert wire.close() == 0
+
+
+@pytest.mark.parametrize("command", ["mcp", "daemon"])
+def test_a_closed_stdout_is_one_clear_error(
+    sample_library: Path, tmp_path: Path, command: str
+) -> None:
+    """`markindex mcp ROOT >&-` (fd 1 closed: nowhere to answer) ended in an AttributeError
+    traceback from the stdout guard; `daemon` the same. Both now fail in one line that says
+    stdout is the MCP wire."""
+    import os
+
+    done = subprocess.run(
+        [
+            *(sys.executable, "-m", "markindex_core", command, str(sample_library)),
+            "--db",
+            str(tmp_path / "index.db"),
+        ],
+        cwd=REPO,
+        stdin=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=60,
+        preexec_fn=lambda: os.close(1),
+    )
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert "standard output is closed" in done.stderr and "MCP" in done.stderr, done.stderr
