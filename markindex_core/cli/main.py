@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import errno
 import json
+import os
 import sys
 from collections.abc import Callable, Sequence
 from types import ModuleType
@@ -63,7 +64,26 @@ def build_parser(json_errors: bool = False) -> argparse.ArgumentParser:
     return parser
 
 
+def _reserve_standard_fds() -> None:
+    """A closed fd 0, 1 or 2 (`<&-`, `>&-`, `2>&-`) is taken by /dev/null at once, so no index
+    file or socket opened later gets its number (the MCP stdin guard would replace such a file;
+    a stray write to stdout would land in it). sys.stdin/stdout stay None, so a closed stdout is
+    still an error and a closed stdin an empty one; what was meant for a closed stderr is
+    dropped, never printed on stdout (where print(file=None) would send it)."""
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            null = os.open(os.devnull, os.O_RDWR)
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+    if sys.stderr is None:
+        sys.stderr = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 (kept open)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    _reserve_standard_fds()
     words = sys.argv[1:] if argv is None else list(argv)
     try:
         return _run(words)

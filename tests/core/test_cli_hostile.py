@@ -365,3 +365,19 @@ def test_an_empty_index_file_is_called_no_index(tmp_path: Path) -> None:
         assert "(an empty file)" in error["error"] and "schema" not in error["error"], error
         assert "markindex index" in error["hint"], error
     assert markindex("index", str(root), "--db", str(db)).returncode == 0  # built in it
+
+
+def test_an_error_with_stderr_closed_never_reaches_stdout(tmp_path: Path) -> None:
+    """With fd 2 closed (`2>&-`), the one-line error was printed to stdout (print to a None
+    sys.stderr writes to stdout), where a script reads results, --json ones too. It is now
+    dropped with stderr; stdout stays empty and the exit status says it failed."""
+    done = subprocess.run(
+        [sys.executable, "-m", "markindex_core", "search", str(tmp_path), "q", "--json"],
+        cwd=REPO_ROOT,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        text=True,
+        timeout=60,
+        preexec_fn=lambda: os.close(2),
+    )
+    assert done.returncode == 1 and done.stdout == "", done.stdout

@@ -275,3 +275,24 @@ def test_a_closed_stdout_is_one_clear_error(
     )
     assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
     assert "standard output is closed" in done.stderr and "MCP" in done.stderr, done.stderr
+
+
+def test_a_closed_stdin_stops_like_an_empty_one(sample_library: Path, tmp_path: Path) -> None:
+    """`markindex mcp ROOT <&-` (fd 0 closed) ended in an ExceptionGroup traceback (EBADF from
+    the stdin reader). It now stops as with stdin at its end: one warning, exit 0."""
+    import os
+
+    done = subprocess.run(
+        [
+            *(sys.executable, "-m", "markindex_core", "mcp", str(sample_library)),
+            "--db",
+            str(tmp_path / "index.db"),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        preexec_fn=lambda: os.close(0),
+    )
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    assert "stdin closed before any MCP message" in done.stderr and done.stdout == ""
