@@ -40,10 +40,12 @@ def candidate_paths(store: Store, wanted: str) -> list[str]:
 
 
 def unknown_document(store: Store, path: str) -> LibraryNotFound:
+    """A document path given on the command line that the index does not hold."""
     hits = similar_paths(candidate_paths(store, path), path)
     hint = (
         ("did you mean: " + ", ".join(hits))
         if hits
-        else "list documents with `browse_documents` / `markindex tree`"
+        else "find it with `markindex search ROOT WORDS`, or browse the library with "
+        "`markindex tui ROOT`"
     )
     return LibraryNotFound(f"no document {path!r} in this library", hint)

@@ -49,3 +49,10 @@ def test_a_large_library_compares_a_bounded_set_of_paths(
     assert candidate_paths(lib.store, "zz/100%_x.md") == []  # LIKE wildcards are literal
     monkeypatch.setattr(suggest, "SUGGEST_CANDIDATES", 100)
     assert len(candidate_paths(lib.store, "zz/x.md")) == 15  # a small library: every path
+
+
+def test_without_a_near_name_the_hint_names_commands_that_exist(tmp_path: Path) -> None:
+    """It said to list documents with `markindex tree`, which shows one document's sections."""
+    lib = _library(tmp_path / "lib")
+    hint = unknown_document(lib.store, "zzz/qqq.md").hint
+    assert "markindex search ROOT" in hint and "markindex tui ROOT" in hint, hint
