@@ -349,6 +349,18 @@ def test_paths_that_are_not_utf8_are_refused_in_one_line(tmp_path: Path, command
     assert "not valid UTF-8" in out.stderr and "R\\udcff" in out.stderr, out.stderr
 
 
+def subprocess_run(argv: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """`markindex ARGV` in a child process with `env`, its output captured as text."""
+    return subprocess.run(
+        [sys.executable, "-m", "markindex_core", *argv],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
 def _column(out: str, index: int) -> str:
     """The text of one table column, its wrapped pieces joined (borders and spaces dropped)."""
     cells = [line.split("│")[1 + index] for line in out.splitlines() if line.startswith("│")]
@@ -372,14 +384,7 @@ def test_paths_and_citations_are_never_cut_in_tables(tmp_path: Path, columns: st
     env = {**os.environ, "COLUMNS": columns}
 
     def human(*argv: str) -> str:
-        done = subprocess.run(
-            [sys.executable, "-m", "markindex_core", *argv, "--db", str(db)],
-            cwd=REPO_ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        done = subprocess_run([*argv, "--db", str(db)], env)
         assert done.returncode == 0, done.stderr
         return done.stdout
 
@@ -402,14 +407,7 @@ def test_output_to_a_file_keeps_each_message_on_one_line(lib: tuple[Path, Path])
     root, _ = lib
     db = root.parent / ("a-long-folder-name-for-the-index-" * 3) / "index.db"
     env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
-    done = subprocess.run(
-        [sys.executable, "-m", "markindex_core", "index", str(root), "--db", str(db)],
-        cwd=REPO_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = subprocess_run(["index", str(root), "--db", str(db)], env)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == [done.stdout.strip()], done.stdout
     assert done.stdout.strip().endswith(str(db)), done.stdout

@@ -224,22 +224,32 @@ def _kept(db: Path) -> tuple[int, int]:
         store.close()
 
 
-def test_a_killed_run_keeps_what_it_finished(tmp_path: Path, server: ScriptedServer) -> None:
+def slow_summary_run(
+    tmp_path: Path, server: ScriptedServer, stderr: int
+) -> tuple[Path, subprocess.Popen[str]]:
+    """A library of one document with 40 sections, and `markindex index --summary-model` on it in
+    a subprocess, its model answering one request at a time every 0.2 s."""
     root = tmp_path / "lib"
     root.mkdir()
     sections = "".join(f"## Topic {i}\n\n{paragraph(f'topic{i}')}\n\n" for i in range(40))
     text = "---\ndescription: Forty topics.\n---\n\n# Topics\n\n" + sections
     (root / "big.md").write_text(text, encoding="utf-8")
-    planned = 41  # the root and its 40 sections; the document has its own description
     server.fallback = lambda req: reply("A summary.", delay_s=0.2)
     base = {k: v for k, v in os.environ.items() if not k.endswith(("_API_KEY", "_BASE_URL"))}
     args = ["index", str(root), "--summary-model", MODEL, "--base-url", server.base_url]
     proc = subprocess.Popen(
         [sys.executable, "-m", "markindex_core.cli.main", *args, "--summary-concurrency", "1"],
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stderr=stderr,
+        text=True,
         env={**base, "PYTHONPATH": str(REPO)},
     )
+    return root, proc
+
+
+def test_a_killed_run_keeps_what_it_finished(tmp_path: Path, server: ScriptedServer) -> None:
+    root, proc = slow_summary_run(tmp_path, server, subprocess.DEVNULL)
+    planned = 41  # the root and its 40 sections; the document has its own description
     db = root / ".markindex" / "index.db"
     try:
         wait_for(lambda: _kept(db)[0] >= SUMMARY_COMMIT_EVERY, timeout=120)
@@ -261,21 +271,7 @@ def test_ctrl_c_says_how_many_summaries_were_kept(tmp_path: Path, server: Script
     import re
     import signal
 
-    root = tmp_path / "lib"
-    root.mkdir()
-    sections = "".join(f"## Topic {i}\n\n{paragraph(f'topic{i}')}\n\n" for i in range(40))
-    text = "---\ndescription: Forty topics.\n---\n\n# Topics\n\n" + sections
-    (root / "big.md").write_text(text, encoding="utf-8")
-    server.fallback = lambda req: reply("A summary.", delay_s=0.2)
-    base = {k: v for k, v in os.environ.items() if not k.endswith(("_API_KEY", "_BASE_URL"))}
-    args = ["index", str(root), "--summary-model", MODEL, "--base-url", server.base_url]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "markindex_core.cli.main", *args, "--summary-concurrency", "1"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**base, "PYTHONPATH": str(REPO)},
-    )
+    root, proc = slow_summary_run(tmp_path, server, subprocess.PIPE)
     db = root / ".markindex" / "index.db"
     try:
         wait_for(lambda: _kept(db)[0] >= SUMMARY_COMMIT_EVERY, timeout=120)

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import socket
+import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -83,6 +86,20 @@ def join_pieces(lines: list[tuple[int, str]]) -> dict[int, str]:
             assert rest.startswith(" ")
             out[number] = rest[1:]
     return out
+
+
+def wait_until_listening(proc: subprocess.Popen[bytes], host: str, port: int) -> None:
+    """Wait, bounded, for the server `proc` to accept connections on `port`; fail with its
+    stderr if it ends first."""
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            socket.create_connection((host, port), timeout=0.2).close()
+            return
+        except OSError:
+            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+            assert time.monotonic() < deadline, "server did not start listening"
+            time.sleep(0.05)
 
 
 def server_command(root: Path, db: Path, *extra: str) -> tuple[str, list[str]]:

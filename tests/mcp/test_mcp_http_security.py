@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from markindex_core.serve.mcp_server import http_security
-from tests.mcp.helpers import server_command
+from tests.mcp.helpers import server_command, wait_until_listening
 
 INITIALIZE = json.dumps(
     {
@@ -46,15 +46,7 @@ def http_server(root: Path, db: Path, host: str, *extra: str) -> Iterator[int]:
     )
     proc = subprocess.Popen([command, *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
-        deadline = time.monotonic() + 60
-        while True:  # wait, bounded, for the port to accept connections
-            try:
-                socket.create_connection((host, port), timeout=0.2).close()
-                break
-            except OSError:
-                assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
-                assert time.monotonic() < deadline, "server did not start listening"
-                time.sleep(0.05)
+        wait_until_listening(proc, host, port)
         yield port
     finally:
         proc.terminate()
@@ -211,13 +203,7 @@ async def test_sigterm_with_a_client_connected_stops_without_an_error_line(
     proc = subprocess.Popen([command, *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         with anyio.fail_after(60):
-            while True:
-                try:
-                    socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                    break
-                except OSError:
-                    assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
-                    await anyio.sleep(0.05)
+            await anyio.to_thread.run_sync(wait_until_listening, proc, "127.0.0.1", port)
             url = f"http://127.0.0.1:{port}/mcp"
             async with streamable_http_client(url) as streams, ClientSession(*streams[:2]) as s:
                 await s.initialize()

@@ -29,6 +29,7 @@ from tests.mcp.helpers import (
     hostile_calls,
     join_pieces,
     server_command,
+    wait_until_listening,
 )
 
 DOC = "guides/install.md"
@@ -283,13 +284,7 @@ async def test_streamable_http_on_localhost(indexed_sample: Library) -> None:
     proc = subprocess.Popen([command, *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         with anyio.fail_after(60):
-            while True:  # wait for the port to accept connections
-                try:
-                    socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                    break
-                except OSError:
-                    assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
-                    await anyio.sleep(0.05)
+            await anyio.to_thread.run_sync(wait_until_listening, proc, "127.0.0.1", port)
             async with Client(f"http://127.0.0.1:{port}/mcp") as client:
                 assert {t.name for t in (await client.list_tools()).tools} == TOOL_NAMES
                 result = await client.call_tool("search_documents", {"query": "install"})
