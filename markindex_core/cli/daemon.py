@@ -94,7 +94,8 @@ def register(sub: Subparsers) -> None:
                 "markindex status ~/docs --json | jq .daemon",
                 "markindex status ~/docs > /dev/null || echo 'index not healthy'",
             ],
-            "0 when the index is there (live or static); 1 when it is not (or unusable); 2 "
+            "0 when the index is there (live or static); 1 when it is not (or unusable, or "
+            "another library's); 2 "
             "when its daemon stopped keeping it live (ended without stopping, frozen, or unable "
             "to write) or the last index run stopped before its end (killed, Ctrl-C), is stopped "
             "(Ctrl-Z) or has made no progress for 10 minutes: for health checks, which take any "
@@ -159,7 +160,13 @@ def cmd_status(args: argparse.Namespace) -> int:
 
     lib = open_library(args)
     st = read_status(lib)
-    code = 1 if not st["indexed"] else 2 if st["not_updating"] or st["unfinished_run"] else 0
+    code = (
+        1
+        if not st["indexed"] or st["other_library"]
+        else 2
+        if st["not_updating"] or st["unfinished_run"]
+        else 0
+    )
     if args.json:
         emit_json(st)
         return code
@@ -191,7 +198,12 @@ def _print_index(out: Console, st: dict[str, Any]) -> None:
     )
     secs = st["last_index_seconds"]
     out.print(f"last indexed {_ago(st['last_index_at'])}" + (f" in {secs:.2f} s" if secs else ""))
-    if st.get("indexed_root") not in (None, st["root"]):
+    if st.get("other_library"):
+        out.print(
+            f"[red]the index of another library: {_escape(st['indexed_root'])}; nothing here is"
+            " about this folder: pass another --db[/]"
+        )
+    elif st.get("indexed_root") not in (None, st["root"]):
         out.print(f"[yellow]the index of another folder: {_escape(st['indexed_root'])}[/]")
     if st.get("unfinished_run"):
         from markindex_core.store.runs import unfinished_warning

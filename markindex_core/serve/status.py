@@ -37,7 +37,7 @@ from markindex_core.config import (
 from markindex_core.errors import MarkindexError
 from markindex_core.index.reading import Unreadable, open_regular, read_at_most
 from markindex_core.store import runs
-from markindex_core.store.db import Store
+from markindex_core.store.db import Store, held_by_other_library
 from markindex_core.store.files import pid_alive
 from markindex_core.store.lock import WriterLock, writer_lock_state
 
@@ -222,6 +222,8 @@ def read_status(lib: Library) -> dict[str, Any]:
         indexed_root (str | None): the library folder the index was last built from (None for
             an index made before it was recorded); another folder than `root` means this index
             holds another library, which `index` refuses to overwrite.
+        other_library (bool): that folder still exists, so the index is another library's, not
+            `root`'s moved (`OTHER_LIBRARY` for every other command; `status` exits 1).
         writer_locked (bool): some process holds the writer lock right now.
         writer_pid (int | None): that process, when known.
         daemon (dict | None): the daemon's status: the file beside the index, or when that one's
@@ -275,6 +277,7 @@ def read_status(lib: Library) -> dict[str, Any]:
         "last_index_seconds": None,
         "rebuild_due": None,
         "indexed_root": None,
+        "other_library": False,
         "unfinished_run": None,
     }
     mark = None
@@ -295,6 +298,9 @@ def read_status(lib: Library) -> dict[str, Any]:
 
                 out["rebuild_due"] = pending_rebuild(meta)
                 out["indexed_root"] = meta.get("root")
+                out["other_library"] = held_by_other_library(
+                    meta.get("root"), lib.root, lib.db_path
+                )
                 mark = meta.get(runs.UNFINISHED_RUN)
                 out["indexed"] = True
             finally:

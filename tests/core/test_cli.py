@@ -286,10 +286,14 @@ def test_an_index_of_another_library_is_not_overwritten(
         assert str(a) in error["error"] and "--rebuild" in error["hint"]
     code, out, _ = run(capsys, "index", str(a), "--db", str(db), "--json")
     assert code == 0 and json.loads(out)["unchanged"] == 3  # nothing of A was removed
+    # status reports it, and exits 1 as for no index: it exited 0, a healthy index of B
     code, out, _ = run(capsys, "status", str(b), "--db", str(db), "--json")
-    assert json.loads(out)["indexed_root"] == str(a.resolve())
+    status = json.loads(out)
+    assert code == 1 and status["indexed_root"] == str(a.resolve()) and status["other_library"]
     code, out, _ = run(capsys, "status", str(b), "--db", str(db))
-    assert "the index of another folder" in out
+    assert code == 1 and "the index of another library" in out
+    code, out, _ = run(capsys, "status", str(a), "--db", str(db), "--json")
+    assert code == 0 and json.loads(out)["other_library"] is False
 
     assert run(capsys, "index", str(b), "--db", str(db), "--rebuild")[0] == 0
     moved = b.rename(tmp_path / "b-moved")
