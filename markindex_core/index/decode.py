@@ -67,6 +67,16 @@ def split_lines(text: str) -> list[str]:
     return lines
 
 
+def _nul_reason(head: bytes) -> str:
+    """Why NUL bytes make a file unreadable: binary, or UTF-16 saved without a byte order mark
+    (Windows tools write it; then every other byte of ASCII text is NUL), which a user can fix."""
+    even, odd = head[0::2], head[1::2]
+    for nuls, other in ((odd, even), (even, odd)):
+        if nuls.count(0) >= 0.9 * len(nuls) and other.count(0) <= 0.1 * len(other):
+            return "UTF-16 text without a byte order mark: convert it to UTF-8"
+    return "binary file (NUL bytes)"
+
+
 def decode(data: bytes) -> DecodedText:
     """Decode file bytes; raise Undecodable with a reason for binary or unknown encodings."""
     if data.startswith(codecs.BOM_UTF8):
@@ -74,7 +84,7 @@ def decode(data: bytes) -> DecodedText:
     if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
         return _finish(_strict(data, "utf-16"), "utf-16")
     if b"\x00" in data[:8192]:
-        raise Undecodable("binary file (NUL bytes)")
+        raise Undecodable(_nul_reason(data[:8192]))
     try:
         return _finish(data.decode("utf-8"), "utf-8")
     except UnicodeDecodeError as exc:

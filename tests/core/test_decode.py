@@ -26,9 +26,14 @@ def test_utf16_with_bom(codec: str) -> None:
     assert got.encoding == "utf-16" and got.lines == LINES
 
 
-def test_utf16_without_bom_is_refused() -> None:
-    with pytest.raises(Undecodable, match="binary"):
-        decode(TEXT.encode("utf-16-le"))
+@pytest.mark.parametrize("codec", ["utf-16-le", "utf-16-be"])
+def test_utf16_without_bom_is_refused_as_such(codec: str) -> None:
+    """It was called a 'binary file (NUL bytes)', which tells no one to convert it."""
+    english = "# Setup\n\nRun `make install`, then edit config.toml.\n" * 20
+    with pytest.raises(Undecodable, match="UTF-16 text without a byte order mark: convert"):
+        decode(english.encode(codec))
+    with pytest.raises(Undecodable, match="binary file"):  # much CJK: no clear NUL pattern
+        decode(TEXT.encode(codec))
 
 
 def test_gb18030_chinese_text() -> None:
