@@ -12,7 +12,6 @@ from types import ModuleType
 from typing import Any, NoReturn
 
 from markindex_core.errors import MarkindexError
-from markindex_core.store.files import out_of_descriptors
 
 EPILOG = "Every command takes --db FILE (default ROOT/.markindex/index.db) and --json."
 
@@ -130,7 +129,7 @@ def _run(words: list[str]) -> int:
         _error(message, "rename it, or pass another path", getattr(args, "json", False))
         return 1
     except apsw.Error as exc:  # found while reading: opening checks only what it reads
-        if isinstance(exc, apsw.CantOpenError) and (fds := out_of_descriptors()):
+        if isinstance(exc, apsw.CantOpenError) and (fds := _out_of_descriptors()):
             _error(fds.message, fds.hint, getattr(args, "json", False), fds.code)
             return 1
         damaged = isinstance(exc, (apsw.CorruptError, apsw.NotADBError))
@@ -152,16 +151,24 @@ def _os_error(exc: OSError) -> tuple[str, str]:
             f"permission denied:{where}",
             "check the permissions of that path and its folders, or pass --db FILE elsewhere",
         )
-    if exc.errno in (errno.EMFILE, errno.ENFILE) and (fds := out_of_descriptors(exc.errno)):
+    if exc.errno in (errno.EMFILE, errno.ENFILE) and (fds := _out_of_descriptors(exc.errno)):
         return fds.message, fds.hint
     if exc.errno == errno.ENAMETOOLONG:
         return f"a name is too long:{where}", "use shorter file and folder names (255 bytes each)"
     return f"cannot use{where}: {exc.strerror or exc}", "check that path and its folders"
 
 
+def _out_of_descriptors(errno_: int = 0) -> MarkindexError | None:
+    """`store.files.out_of_descriptors`, imported when needed: nothing but `errors` is loaded
+    before `main` can catch a Ctrl-C (see `command_modules`)."""
+    from markindex_core.store.files import out_of_descriptors
+
+    return out_of_descriptors(errno_)
+
+
 def _import_error(exc: ImportError) -> tuple[str, str]:
     """A part of markindex or of a dependency that could not be loaded when first needed."""
-    if "Too many open files" in str(exc) and (fds := out_of_descriptors(errno.EMFILE)):
+    if "Too many open files" in str(exc) and (fds := _out_of_descriptors(errno.EMFILE)):
         return fds.message, fds.hint
     return (
         f"a part of markindex could not be loaded: {exc}",
