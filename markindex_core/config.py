@@ -39,8 +39,9 @@ LINE_BLOCK_SIZE = 64  # original lines are stored in blocks of this many lines
 BATCH_DOCS = 48  # whole documents per transaction on a full build …
 BATCH_BYTES = 2_000_000  # … or this many bytes of Markdown, whichever comes first
 # Below this many bytes to parse, parse in-process: starting workers costs more than it saves.
-# At or above it, even one file goes to a worker: there its parse has a deadline and a stopping
-# daemon need not wait for it (list-heavy Markdown parses at ~4 s/MB).
+# At or above it, even one file goes to a worker: a stopping daemon need not wait for its parse,
+# and a parse stuck in native code can be killed (list-heavy Markdown parses at ~4 s/MB). Both
+# have the parse deadline (in-process: see index/deadline.py).
 PARALLEL_MIN_BYTES = 2_000_000
 POOL_WAIT_SLICE_S = 0.5  # a run that can be interrupted looks whether to stop this often
 # An index run holding the lock whose last progress (a document parsed, see `store.runs.stamp`)
@@ -49,6 +50,8 @@ POOL_WAIT_SLICE_S = 0.5  # a run that can be interrupted looks whether to stop t
 RUN_STALL_SECONDS = 600.0
 PARSE_TIMEOUT_S = 120.0  # a parse worker that has not finished a document by then is killed …
 #                        … and the document skipped as timed out (64 MB of Markdown parses in ~30 s)
+PARSE_STUCK_REPORT_S = 30.0  # an in-process parse still running this long after its deadline is
+#                              logged as an error (stuck in native code), and again as often
 WORKER_DEPTH = (
     2  # documents handed to a parse worker at once: it parses on while results are written
 )

@@ -23,6 +23,7 @@ import posixpath
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,7 @@ from markindex_core.config import (
     TreeParams,
 )
 from markindex_core.errors import LibraryUnreadable
+from markindex_core.index.deadline import ParseDeadline, ParseTimedOut, timed_out
 from markindex_core.index.reading import Unreadable, content_hash, read_regular
 from markindex_core.index.scan import (
     FileStat,
@@ -455,8 +457,7 @@ class Indexer:
 
     def _results(self, jobs: list[Job], sizes: dict[str, int]) -> Iterator[Result]:
         if sum(sizes.values()) < PARALLEL_MIN_BYTES:
-            for job in jobs:
-                yield load(job)
+            yield from self._parse_here(jobs)
             return
         # Largest first (sizes from the scan), so one big file does not finish last on its own.
         jobs = sorted(jobs, key=lambda j: -sizes[j.rel])
@@ -471,11 +472,19 @@ class Indexer:
         except WorkersUnavailable as exc:  # the index stays live; the user learns why it is slower
             pool.stop()
             log.warning("%s; parsing in this process meanwhile", exc)
-            for job in jobs:
-                if job.rel not in done:
-                    yield load(job)
+            yield from self._parse_here([job for job in jobs if job.rel not in done])
         finally:
             pool.stop()  # however the run ends (stopping twice is harmless)
+
+    def _parse_here(self, jobs: list[Job]) -> Iterator[Result]:
+        """Parse in this process, each document within the parse deadline, as in a worker."""
+        with ParseDeadline(self.parse_timeout) as deadline:
+            for job in jobs:
+                try:
+                    result = deadline.run(job.rel, partial(load, job))
+                except ParseTimedOut:
+                    result = SkippedFile(job.rel, timed_out(self.parse_timeout))
+                yield result
 
 
 class _Subrules:

@@ -40,6 +40,7 @@ from markindex_core.config import (
     WORKER_STOP_GRACE_S,
     TreeParams,
 )
+from markindex_core.index.deadline import timed_out
 from markindex_core.index.reading import Unreadable, read_regular
 from markindex_core.model import DocumentRows, ParsedDocument, SkippedFile
 
@@ -307,7 +308,7 @@ class WorkerPool:
             worker = self.workers[i]
             if worker.jobs and time.monotonic() >= worker.deadline:
                 job = worker.jobs.popleft()
-                yield SkippedFile(job.rel, f"timed out: not parsed within {self.timeout_s:g} s")
+                yield SkippedFile(job.rel, timed_out(self.timeout_s))
                 self._replace(i, pending)
 
     def _receive(self, i: int, pending: deque[Job]) -> Iterator[Result]:

@@ -1,0 +1,139 @@
+"""A deadline for a parse that runs in the indexing process (small runs, see `Indexer._results`).
+
+A worker that misses its deadline is killed; a parse in this process cannot be. A watchdog thread
+raises `ParseTimedOut` in the parsing thread instead (CPython's `PyThreadState_SetAsyncExc`),
+which lands at its next bytecode, so a parse stuck in a Python loop ends there and its document is
+skipped, as a worker's would be. A parse stuck inside one native call (a regex, the segmenter)
+ends only when that call returns: the watchdog logs it as an error when it does not, so a daemon
+that stops updating says why.
+
+The exception is raised once per document and only while that document is parsed: the parsing
+thread arms and disarms under a lock, and withdraws a shot that has not landed yet, so it never
+lands in the code that writes the index.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+from markindex_core.config import PARSE_STUCK_REPORT_S
+
+T = TypeVar("T")
+log = logging.getLogger("markindex.index")
+
+
+class ParseTimedOut(BaseException):
+    """Raised in a parse that ran past its deadline. A BaseException, as KeyboardInterrupt is:
+    the `except Exception` that turns a parse failure into a skip reason must not swallow it
+    and parse on."""
+
+
+def timed_out(seconds: float) -> str:
+    """The skip reason of a document whose parse missed its deadline (in a worker or here)."""
+    return f"timed out: not parsed within {seconds:g} s"
+
+
+def _raise_in(thread_id: int, exc: type[BaseException] | None) -> bool:
+    """Schedule `exc` in the thread (None withdraws a scheduled one); whether this Python can."""
+    set_async_exc = getattr(getattr(ctypes, "pythonapi", None), "PyThreadState_SetAsyncExc", None)
+    if set_async_exc is None:  # not CPython: parses here have no deadline
+        return False
+    set_async_exc(ctypes.c_ulong(thread_id), ctypes.py_object(exc) if exc else None)
+    return True
+
+
+class ParseDeadline:
+    """Runs one parse at a time with `seconds` to finish; a watchdog thread, started on the first
+    run and ended by `close`, enforces it."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self._lock = threading.Lock()  # plain lock: its `with` runs no Python code to interrupt
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._closed = False
+        # The parse under way: its thread, what it parses, its deadline, and when the watchdog
+        # shot (0.0: not yet).
+        self._target: int | None = None
+        self._what = ""
+        self._deadline = 0.0
+        self._shot_at = 0.0
+
+    def run(self, what: str, parse: Callable[[], T]) -> T:
+        """`parse()`, or ParseTimedOut (raised here, never later) when it runs past the deadline."""
+        me = threading.get_ident()
+        try:
+            try:
+                self._arm(me, what)
+                return parse()
+            finally:
+                self._disarm(me)
+        except ParseTimedOut:
+            self._disarm(me)  # when the shot landed inside the first `_disarm`
+            raise
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+        self._wake.set()
+
+    def __enter__(self) -> ParseDeadline:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _arm(self, me: int, what: str) -> None:
+        with self._lock:
+            self._target, self._what = me, what
+            self._deadline = time.monotonic() + self.seconds
+            self._shot_at = 0.0
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._watch, name="markindex-parse-deadline", daemon=True
+                )
+                self._thread.start()
+        self._wake.set()
+
+    def _disarm(self, me: int) -> None:
+        with self._lock:
+            if self._target == me:
+                self._target = None
+                if self._shot_at:
+                    _raise_in(me, None)  # fired, not landed yet: it must not land after this
+
+    def _watch(self) -> None:
+        while True:
+            self._wake.wait(self._sleep())
+            self._wake.clear()
+            with self._lock:
+                if self._closed:
+                    return
+                if self._target is None:
+                    continue
+                now = time.monotonic()
+                if not self._shot_at and now >= self._deadline:
+                    if _raise_in(self._target, ParseTimedOut):
+                        self._shot_at = now
+                    else:
+                        self._target = None  # nothing to enforce it with
+                elif self._shot_at and now - self._shot_at >= PARSE_STUCK_REPORT_S:
+                    log.error(
+                        "the parse of %s has not stopped %.0f s after its deadline (stuck in"
+                        " native code?): this run waits for it",
+                        self._what,
+                        now - self._shot_at,
+                    )
+                    self._shot_at = now  # said again if it stays stuck
+
+    def _sleep(self) -> float | None:
+        with self._lock:
+            if self._closed or self._target is None:
+                return None
+            due = self._shot_at + PARSE_STUCK_REPORT_S if self._shot_at else self._deadline
+            return max(0.0, due - time.monotonic())

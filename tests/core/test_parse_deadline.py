@@ -1,0 +1,128 @@
+"""A parse in the indexing process (a small run, a daemon's update) has the deadline a worker has."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+import markindex_core.index.document  # noqa: F401  imported before any deadline runs
+from markindex_core.config import PARALLEL_MIN_BYTES
+from markindex_core.index.deadline import ParseDeadline, ParseTimedOut
+from markindex_core.index.indexer import Indexer, open_for_writing
+from tests.core.helpers import write
+
+
+def _slow_document() -> str:
+    """~1.6 MB, under PARALLEL_MIN_BYTES (parsed in this process), of headings each with a
+    link: about 2 s to parse, far past the deadline the test gives it."""
+    return "# Slow\n\n" + "".join(
+        f"## Heading {i} words\n\ntext {i} of the section, with a [link](#heading-{i % 50}).\n\n"
+        for i in range(20_000)
+    )
+
+
+def test_a_parse_in_this_process_that_misses_its_deadline_is_skipped(tmp_path: Path) -> None:
+    root = tmp_path / "lib"
+    for i in range(3):
+        write(root, f"doc{i}.md", f"# Document {i}\n\nA short note, number {i}.\n")
+    write(root, "slow.md", _slow_document())
+    assert sum(p.stat().st_size for p in root.rglob("*.md")) < PARALLEL_MIN_BYTES
+    store, lock = open_for_writing(tmp_path / "index.db")
+    try:
+        report = Indexer(root, store, parse_timeout=0.4).run()
+        paths = set(store.document_paths())
+    finally:
+        store.close()
+        lock.release()
+    assert report.skipped == [("slow.md", "timed out: not parsed within 0.4 s")]
+    assert sorted(report.added) == ["doc0.md", "doc1.md", "doc2.md"] and not report.errors
+    assert paths == {"doc0.md", "doc1.md", "doc2.md"}
+
+
+def test_the_same_document_is_indexed_when_its_parse_meets_the_deadline(tmp_path: Path) -> None:
+    """The control: with the usual deadline the slow document is parsed whole."""
+    root = tmp_path / "lib"
+    write(root, "slow.md", _slow_document())
+    store, lock = open_for_writing(tmp_path / "index.db")
+    try:
+        report = Indexer(root, store).run()
+    finally:
+        store.close()
+        lock.release()
+    assert report.added == ["slow.md"] and not report.skipped
+
+
+def _busy(seconds: float) -> int:
+    end = time.perf_counter() + seconds
+    n = 0
+    while time.perf_counter() < end:
+        n += 1
+    return n
+
+
+def test_a_deadline_never_lands_outside_the_parse_it_was_set_for() -> None:
+    """Parses that end right at their deadline: the timeout is raised inside `run` or not at all,
+    never in the code that runs after it (which writes the index)."""
+    timed_out = finished = 0
+    with ParseDeadline(0.002) as deadline:
+        for _ in range(400):
+            try:
+                deadline.run("doc.md", lambda: _busy(0.002))
+                finished += 1
+            except ParseTimedOut:
+                timed_out += 1
+            _busy(0.003)  # a shot that had not landed yet would land here, outside `run`
+    assert timed_out + finished == 400
+    assert timed_out > 0
+
+
+def test_a_parse_past_its_deadline_ends_in_its_own_thread() -> None:
+    """The watchdog ends the parse of the thread that runs it (a daemon's writer thread, a
+    terminal app's worker), not the main thread."""
+    outcome: list[str] = []
+
+    def index_run() -> None:
+        with ParseDeadline(0.2) as deadline:
+            try:
+                deadline.run("doc.md", lambda: _busy(30))
+                outcome.append("finished")
+            except ParseTimedOut:
+                outcome.append("timed out")
+
+    thread = threading.Thread(target=index_run)
+    started = time.monotonic()
+    thread.start()
+    thread.join(20)
+    assert outcome == ["timed out"]
+    assert time.monotonic() - started < 20
+
+
+@pytest.mark.parametrize("outcome", ["returns", "raises"])
+def test_a_parse_that_ends_in_time_is_untouched(outcome: str) -> None:
+    def parse() -> str:
+        if outcome == "raises":
+            raise ValueError("bad document")
+        return "parsed"
+
+    with ParseDeadline(5) as deadline:
+        if outcome == "returns":
+            assert deadline.run("doc.md", parse) == "parsed"
+        else:
+            with pytest.raises(ValueError, match="bad document"):
+                deadline.run("doc.md", parse)
+        _busy(0.05)
+
+
+def test_a_parse_stuck_in_native_code_is_logged_and_ends_when_the_call_returns(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """`time.sleep` stands for a long native call: the timeout cannot land inside it. The
+    watchdog says so while it lasts, and the timeout lands as soon as it returns."""
+    monkeypatch.setattr("markindex_core.index.deadline.PARSE_STUCK_REPORT_S", 0.3)
+    with caplog.at_level("ERROR", logger="markindex.index"), ParseDeadline(0.1) as deadline:
+        with pytest.raises(ParseTimedOut):
+            deadline.run("stuck.md", lambda: time.sleep(1.5))
+    assert "the parse of stuck.md has not stopped" in caplog.text
