@@ -122,7 +122,10 @@ def test_a_parse_stuck_in_native_code_is_logged_and_ends_when_the_call_returns(
     """`time.sleep` stands for a long native call: the timeout cannot land inside it. The
     watchdog says so while it lasts, and the timeout lands as soon as it returns."""
     monkeypatch.setattr("markindex_core.index.deadline.PARSE_STUCK_REPORT_S", 0.3)
-    with caplog.at_level("ERROR", logger="markindex.index"), ParseDeadline(0.1) as deadline:
-        with pytest.raises(ParseTimedOut):
-            deadline.run("stuck.md", lambda: time.sleep(1.5))
+    with (
+        caplog.at_level("ERROR", logger="markindex.index"),
+        ParseDeadline(0.1) as deadline,
+        pytest.raises(ParseTimedOut),
+    ):
+        deadline.run("stuck.md", lambda: time.sleep(1.5))
     assert "the parse of stuck.md has not stopped" in caplog.text
