@@ -61,6 +61,9 @@ WORKER_START_S = 60.0  # a new parse worker's time to start (imports, dictionari
 WORKER_NICE = 10  # parse workers run at this lower priority than the process that writes
 WORKER_STOP_GRACE_S = 2.0  # idle parse workers get this long to exit before they are killed
 SEGMENT_CACHE_WORDS = 200_000  # words whose joined terms a process keeps (then starts over)
+# Longer texts (a 60 MB single-line file is one passage) are segmented in pieces of about this many
+# characters, cut at whitespace: every word of a piece at once made ~1 GB of temporary strings.
+SEGMENT_PIECE_CHARS = 1_000_000
 FTS_OPTIMIZE_AFTER_WRITES = 8  # merge FTS segments after this many small writes (or docs/50)
 
 # Search field weights: title, keyItems, summary, body.

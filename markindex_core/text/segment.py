@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator, Sequence
 from functools import lru_cache
 from itertools import chain
 
-from markindex_core.config import SEGMENT_CACHE_WORDS
+from markindex_core.config import SEGMENT_CACHE_WORDS, SEGMENT_PIECE_CHARS
 
 _CJK_CLASS = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002ffff"
 _TOKEN = re.compile(
@@ -219,7 +219,29 @@ _ASCII_GAPS = bytes(
 
 
 def terms_text(text: str) -> str:
-    """Terms joined by spaces: what is inserted into the FTS5 tables (`" ".join(terms(text))`)."""
+    """Terms joined by spaces: what is inserted into the FTS5 tables (`" ".join(terms(text))`).
+
+    A text longer than SEGMENT_PIECE_CHARS is segmented piece by piece, each cut before a
+    whitespace character (where no word or Chinese run can continue): the same terms, with a
+    piece's Chinese words after its own words rather than after all the text's."""
+    if len(text) <= SEGMENT_PIECE_CHARS:
+        return _terms_text(text)
+    return " ".join(filter(None, map(_terms_text, _pieces(text))))
+
+
+def _pieces(text: str) -> Iterator[str]:
+    start, end = 0, len(text)
+    while end - start > SEGMENT_PIECE_CHARS:
+        limit = start + SEGMENT_PIECE_CHARS
+        cut = max(text.rfind(" ", start + 1, limit), text.rfind("\n", start + 1, limit))
+        if cut <= start:  # no whitespace in a whole piece (base64, unspaced Chinese): cut anyway
+            cut = limit
+        yield text[start:cut]
+        start = cut
+    yield text[start:]
+
+
+def _terms_text(text: str) -> str:
     if text.isascii():
         # `_WORD_ASCII.findall` made a match object per word: most of the cost of English text.
         # A byte table and `split` cut the text into runs in C instead; words never span two

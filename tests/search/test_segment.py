@@ -70,3 +70,17 @@ def test_index_terms_are_the_terms_of_the_text_whatever_the_punctuation() -> Non
     tricky += ["".join(rng.choices(alphabet, k=rng.randint(0, 40))) for _ in range(20_000)]
     for text in tricky:
         assert segment.terms_text(text) == " ".join(segment.terms(text)), repr(text)
+
+
+def test_a_text_longer_than_a_piece_has_the_terms_of_the_whole() -> None:
+    """A huge passage (a single-line file) is segmented in pieces cut at whitespace, to bound
+    the memory it takes: the same terms as at once, and identifiers and Chinese runs whole."""
+    from markindex_core.config import SEGMENT_PIECE_CHARS
+
+    unit = "Set `tidb_mem_quota_query` to v2.1 for ISO-27001 当事人应当全面履行义务 CamelCaseName "
+    text = unit * (3 * SEGMENT_PIECE_CHARS // len(unit))
+    text += "\n" + "没有空格的中文" * (SEGMENT_PIECE_CHARS // 5)  # a run longer than a piece
+    pieced = segment.terms_text(text).split()
+    assert sorted(pieced) == sorted(t for t in segment.terms(text) if t != " ")
+    assert pieced.count("tidb_mem_quota_query") == text.count("tidb_mem_quota_query")
+    assert pieced.count("当事人") == text.count("当事人") > 0
