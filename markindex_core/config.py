@@ -79,6 +79,8 @@ SEARCH_MAX_LIMIT = 50
 READ_STRUCTURE_FIRST_TOKENS = 15_000
 RESPONSE_CHAR_BUDGET = 94_000  # the spec says under 95 000: room for a `warning` (below)
 WARNING_CHARS = 600  # a live index's warning in a tool envelope is cut to this
+DRIFT_PATHS_SHOWN = 3  # documents named when an answer cites files changed since indexed …
+DRIFT_GRACE_S = 5.0  # … longer ago than this (a daemon indexes a save within a second or two)
 MAX_STRING_ARG = 1024
 MAX_NODE_IDS = 20
 

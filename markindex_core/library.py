@@ -27,6 +27,7 @@ from markindex_core.errors import (
     OtherLibrary,
     ReadOnlyLibrary,
 )
+from markindex_core.index.drift import changed_on_disk, drift_warning
 from markindex_core.store import runs
 from markindex_core.store.db import Store, check_replaceable, held_by_other_library
 from markindex_core.store.files import (
@@ -179,6 +180,11 @@ class Library:
         this process says, else an index run that stopped before its end (`store.runs`)."""
         warning = self.live_warning() if self.live_warning is not None else None
         return warning or self.unfinished_run_warning()
+
+    def drift_warning(self, doc_paths: list[str]) -> str | None:
+        """`index.drift.drift_warning` of those of `doc_paths` whose file changed since it was
+        indexed: what an answer citing them says."""
+        return drift_warning(changed_on_disk(self.root, self.store, doc_paths))
 
     def unfinished_run_warning(self) -> str | None:
         """`store.runs.unfinished_warning` when the last index run stopped before its end."""

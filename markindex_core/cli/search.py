@@ -72,6 +72,9 @@ def cmd_search(args: argparse.Namespace) -> int:
 
     # A live daemon that is not keeping the index current: said with the results.
     warning = daemon_warning(daemon_states(lib.db_path)[0]) or lib.unfinished_run_warning()
+    # Cited files edited since they were indexed: their line numbers may have moved.
+    drift = lib.drift_warning([h.doc_path for h in result.hits])
+    warning = f"{warning}; {drift}" if warning and drift else warning or drift
     if args.json:
         emit_json({**result.to_json(), **({"warning": warning} if warning else {})})
         return 0 if result.hits else 1

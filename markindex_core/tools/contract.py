@@ -6,6 +6,7 @@ Every call returns a JSON envelope string and never raises:
 `{"success": false, "error": …, "code": …, "details": …, "next_steps": …}`.
 While a live index in the same process (the daemon, `mcp --watch`) is not keeping up with its
 folder, either envelope also carries `"warning"`: why, and since when answers may be out of date.
+So does an answer citing a document whose file changed since it was indexed (index/drift.py).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from markindex_core.config import (
     WARNING_CHARS,
 )
 from markindex_core.errors import IndexMissing, MarkindexError
+from markindex_core.index.drift import changed_on_disk, drift_warning
 from markindex_core.store.db import held_by_other_library
 from markindex_core.store.lock import lock_path_for, writer_active
 from markindex_core.tools.check import BadInput, ToolFailure, describe, steps, validate
@@ -393,9 +395,17 @@ def call_tool_result(lib: IndexAccess, name: Any, args: Any) -> tuple[str, bool]
     warning = _freshness(lib)
     if warning:
         envelope = json.loads(text)
-        envelope["warning"] = warning
+        drift = envelope.get("warning")  # of the documents it cites (see index/drift.py)
+        envelope["warning"] = f"{warning}; {drift}"[:WARNING_CHARS] if drift else warning
         text = _dump(envelope)
     return text, ok
+
+
+def _cited(data: dict[str, Any]) -> list[str]:
+    """The documents whose lines an answer gives: the one it reads, or those its results cite."""
+    if isinstance(data.get("doc_path"), str):
+        return [data["doc_path"]]
+    return [r["doc_path"] for r in data.get("results") or () if isinstance(r, dict)]
 
 
 def _freshness(lib: IndexAccess) -> str | None:
@@ -431,7 +441,9 @@ def _call(lib: IndexAccess, name: Any, args: Any) -> tuple[str, bool]:
         with _one_snapshot(store):
             _require_format(lib, store)
             data, next_steps = spec.run(lib, store, checked)
-        text = _dump({"success": True, "data": data, "next_steps": next_steps})
+            drift = drift_warning(changed_on_disk(lib.root, store, _cited(data)))
+        envelope = {"success": True, "data": data, "next_steps": next_steps}
+        text = _dump({**envelope, "warning": drift} if drift else envelope)
         if len(text) > RESPONSE_CHAR_BUDGET:  # pages are sized to fit; this is a bug guard
             log.error("%s response of %d characters exceeds the budget", name, len(text))
             raise ToolFailure(

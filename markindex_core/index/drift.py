@@ -1,0 +1,87 @@
+"""Documents of an answer that no longer match their file: the index is behind the folder there.
+
+A citation names lines as the index holds them. When the file has been edited since it was
+indexed (no daemon runs, or one has not caught up yet), those lines may have moved, and a reader
+who opens the file finds other text there. Answers say so. Only the few documents an answer
+cites are looked at (one stat each, and a read when only the mtime differs, as the indexer
+compares them), never the library.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterable
+from pathlib import Path
+
+from markindex_core.config import DRIFT_GRACE_S, DRIFT_PATHS_SHOWN
+from markindex_core.index.reading import Unreadable, content_hash, read_regular
+from markindex_core.store.db import Store
+
+
+def changed_on_disk(root: Path, store: Store, doc_paths: Iterable[str]) -> list[str]:
+    """Those of `doc_paths` (indexed documents) whose file is gone or differs from the index, in
+    the order given. A file written in the last DRIFT_GRACE_S is left out: a live index takes
+    it in within a second or two, and answers during a burst of saves must not all cry wolf."""
+    paths = list(dict.fromkeys(doc_paths))
+    if not paths:
+        return []
+    states = store.doc_states(paths)
+    recent = time.time_ns() - int(DRIFT_GRACE_S * 1e9)
+    changed = []
+    for path in paths:
+        state = states.get(path)
+        if state is None:  # removed from the index meanwhile: the answer did not cite it
+            continue
+        try:
+            st = os.stat(root / path, follow_symlinks=False)
+        except OSError:
+            if _gone_at(root, path) <= recent:
+                changed.append(path)
+            continue
+        if st.st_mtime_ns > recent:
+            continue  # a daemon indexes it in a moment: no alarm for a change under way
+        if st.st_size != state.size or (
+            st.st_mtime_ns != state.mtime_ns and _hash(root / path) != state.hash
+        ):
+            changed.append(path)
+    return changed
+
+
+def _gone_at(root: Path, path: str) -> int:
+    """About when a file that is gone went: the mtime of its nearest folder still there (an
+    unlink or a rename sets it, a folder's removal or rename sets its parent's); 0 when even the
+    library folder is gone."""
+    folder = (root / path).parent
+    while True:
+        try:
+            return os.stat(folder).st_mtime_ns
+        except OSError:
+            if folder == root or folder == folder.parent:
+                return 0
+            folder = folder.parent
+
+
+def _hash(path: Path) -> str | None:
+    """The file's content hash, as the index stores it (None when it cannot be read): a new
+    mtime alone (a checkout, a copy, `touch`) is no change when the content is the same."""
+    try:
+        return content_hash(read_regular(str(path))[0])
+    except (OSError, Unreadable):
+        return None
+
+
+def drift_warning(changed: list[str]) -> str | None:
+    """What an answer citing `changed` (see `changed_on_disk`) says of them, or None."""
+    if not changed:
+        return None
+    shown = ", ".join(changed[:DRIFT_PATHS_SHOWN])
+    more = (
+        f" and {len(changed) - DRIFT_PATHS_SHOWN} more" if len(changed) > DRIFT_PATHS_SHOWN else ""
+    )
+    them = "it was" if len(changed) == 1 else "they were"
+    return (
+        f"{shown}{more} changed on disk since {them} indexed: the cited lines are the indexed"
+        " version and may have moved in the file (run `markindex index`, or keep a daemon"
+        " running)"
+    )

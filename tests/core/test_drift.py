@@ -1,0 +1,120 @@
+"""Answers that cite a document whose file changed since it was indexed say so (index/drift.py):
+the cited lines are the indexed version, and may have moved in the file a reader opens."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from markindex_core.cli.main import main
+from markindex_core.library import Library
+from tests.mcp.helpers import envelope
+
+from .helpers import write
+
+FOX = "# Alpha\n\nThe quick brown fox jumps.\n\n## Beta\n\nSecond section about foxes.\n"
+A_MINUTE_AGO_NS = 60 * 10**9
+
+
+def _edit(root: Path, rel: str, text: str) -> None:
+    """An edit made a minute ago: a change still under way (DRIFT_GRACE_S) is not reported."""
+    path = write(root, rel, text)
+    then = time.time_ns() - A_MINUTE_AGO_NS
+    os.utime(path, ns=(then, then))
+
+
+def _delete(root: Path, rel: str) -> None:
+    (root / rel).unlink()
+    then = time.time_ns() - A_MINUTE_AGO_NS
+    os.utime((root / rel).parent, ns=(then, then))
+
+
+@pytest.fixture
+def library(tmp_path: Path) -> Library:
+    root = tmp_path / "lib"
+    write(root, "a.md", FOX)
+    write(root, "b.md", "# Other\n\nA fox in another document.\n")
+    write(root, "c.md", "# Unrelated\n\nNothing to see here.\n")
+    lib = Library(root)
+    lib.index()
+    return lib
+
+
+def _warnings(lib: Library) -> dict[str, str | None]:
+    """The warning of each answer that cites documents: search, and reading a.md."""
+    search = envelope(lib.call_tool("search_documents", {"query": "fox"}))
+    read = envelope(lib.call_tool("get_document_structure", {"doc_path": "a.md"}))
+    hits = [h.doc_path for h in lib.search("fox").hits]
+    return {
+        "search": search.get("warning"),
+        "read": read.get("warning"),
+        "api": lib.drift_warning(hits),
+    }
+
+
+def test_an_edited_document_is_said_to_have_changed(library: Library) -> None:
+    assert _warnings(library) == {"search": None, "read": None, "api": None}
+    _edit(library.root, "a.md", "# Alpha\n\nTwo new lines.\nPushing the rest down.\n\n" + FOX[9:])
+    warnings = _warnings(library)
+    for where, warning in warnings.items():
+        assert warning is not None, where
+        assert warning.startswith("a.md changed on disk since it was indexed"), warning
+        assert "b.md" not in warning and "markindex index" in warning
+    library.index()
+    assert _warnings(library) == {"search": None, "read": None, "api": None}
+
+
+def test_a_new_mtime_with_the_same_content_is_no_change(library: Library) -> None:
+    """A checkout or a copy gives files new mtimes: the content decides."""
+    path = library.root / "a.md"
+    st = path.stat()
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns - A_MINUTE_AGO_NS))
+    assert _warnings(library) == {"search": None, "read": None, "api": None}
+    _edit(library.root, "a.md", FOX.replace("quick", "swift"))  # same size, new text
+    assert _warnings(library)["search"] is not None
+
+
+def test_a_deleted_document_is_said_to_have_changed(library: Library) -> None:
+    _delete(library.root, "b.md")
+    warning = envelope(library.call_tool("search_documents", {"query": "fox"})).get("warning")
+    assert warning is not None and warning.startswith("b.md changed on disk"), warning
+
+
+def test_search_on_the_command_line_warns(
+    library: Library, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _edit(library.root, "a.md", FOX + "\nOne more line about a fox.\n")
+    _edit(library.root, "b.md", "# Other\n\nA fox in another, longer document now.\n")
+    root, db = str(library.root), str(library.db_path)
+    assert main(["search", root, "fox", "--db", db, "--json"]) == 0
+    warning = json.loads(capsys.readouterr().out)["warning"]
+    assert {"a.md", "b.md"} <= set(warning.split(" changed on disk since")[0].split(", "))
+    assert "since they were indexed" in warning
+    assert main(["search", root, "fox", "--db", db]) == 0
+    err = " ".join(capsys.readouterr().err.split())  # wrapped to the terminal's width
+    assert err.startswith("warning: ") and "changed on disk since they were indexed" in err
+
+
+def test_a_change_under_way_is_not_reported_yet(library: Library) -> None:
+    """A live index takes a save in within a second or two: answers meanwhile raise no alarm,
+    for an edit or a deletion. A static index says so once DRIFT_GRACE_S have passed."""
+    write(library.root, "a.md", FOX + "\nJust saved.\n")
+    (library.root / "b.md").unlink()
+    assert _warnings(library) == {"search": None, "read": None, "api": None}
+
+
+def test_a_removed_folder_is_said_to_have_changed(library: Library) -> None:
+    """The cited file's folder is gone too: its nearest folder still there says when."""
+    write(library.root, "sub/deep/d.md", "# Deep\n\nA fox deep down.\n")
+    library.index()
+    shutil.rmtree(library.root / "sub")
+    assert envelope(library.call_tool("search_documents", {"query": "fox"})).get("warning") is None
+    then = time.time_ns() - A_MINUTE_AGO_NS
+    os.utime(library.root, ns=(then, then))
+    warning = envelope(library.call_tool("search_documents", {"query": "fox"})).get("warning")
+    assert warning is not None and warning.startswith("sub/deep/d.md changed on disk"), warning
