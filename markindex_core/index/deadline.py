@@ -5,7 +5,7 @@ raises `ParseTimedOut` in the parsing thread instead (CPython's `PyThreadState_S
 which lands at its next bytecode, so a parse stuck in a Python loop ends there and its document is
 skipped, as a worker's would be. A parse stuck inside one native call (a regex, the segmenter)
 ends only when that call returns: the watchdog logs it as an error when it does not, so a daemon
-that stops updating says why.
+that stops updating says why. A daemon that stops ends a parse the same way (`interrupt`).
 
 The exception is raised once per document and only while that document is parsed: the parsing
 thread arms and disarms under a lock, and withdraws a shot that has not landed yet, so it never
@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from markindex_core.config import PARSE_STUCK_REPORT_S
+from markindex_core.config import PARSE_STUCK_REPORT_S, POOL_WAIT_SLICE_S
 
 T = TypeVar("T")
 log = logging.getLogger("markindex.index")
@@ -49,10 +49,16 @@ def _raise_in(thread_id: int, exc: type[BaseException] | None) -> bool:
 
 class ParseDeadline:
     """Runs one parse at a time with `seconds` to finish; a watchdog thread, started on the first
-    run and ended by `close`, enforces it."""
+    run and ended by `close`, enforces it.
 
-    def __init__(self, seconds: float) -> None:
+    `interrupt`, when given, is called by the watchdog every POOL_WAIT_SLICE_S while a parse
+    runs, as a run calls it between documents; the exception it raises (a daemon stopping) is
+    raised in the parse, so a stop does not wait for it. Its type is raised, without arguments.
+    """
+
+    def __init__(self, seconds: float, interrupt: Callable[[], None] | None = None) -> None:
         self.seconds = seconds
+        self.interrupt = interrupt
         self._lock = threading.Lock()  # plain lock: its `with` runs no Python code to interrupt
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
@@ -65,7 +71,8 @@ class ParseDeadline:
         self._shot_at = 0.0
 
     def run(self, what: str, parse: Callable[[], T]) -> T:
-        """`parse()`, or ParseTimedOut (raised here, never later) when it runs past the deadline."""
+        """`parse()`, or ParseTimedOut (raised here, never later) when it runs past the deadline
+        (or what `interrupt` raised)."""
         me = threading.get_ident()
         try:
             try:
@@ -73,7 +80,7 @@ class ParseDeadline:
                 return parse()
             finally:
                 self._disarm(me)
-        except ParseTimedOut:
+        except BaseException:
             self._disarm(me)  # when the shot landed inside the first `_disarm`
             raise
 
@@ -117,8 +124,9 @@ class ParseDeadline:
                 if self._target is None:
                     continue
                 now = time.monotonic()
-                if not self._shot_at and now >= self._deadline:
-                    if _raise_in(self._target, ParseTimedOut):
+                stop = None if self._shot_at else self._stop_requested()
+                if stop is not None or (not self._shot_at and now >= self._deadline):
+                    if _raise_in(self._target, stop or ParseTimedOut):
                         self._shot_at = now
                     else:
                         self._target = None  # nothing to enforce it with
@@ -131,9 +139,21 @@ class ParseDeadline:
                     )
                     self._shot_at = now  # said again if it stays stuck
 
+    def _stop_requested(self) -> type[BaseException] | None:
+        """The type of what `interrupt` raises now, if anything."""
+        if self.interrupt is None:
+            return None
+        try:
+            self.interrupt()
+        except BaseException as exc:
+            return type(exc)
+        return None
+
     def _sleep(self) -> float | None:
         with self._lock:
             if self._closed or self._target is None:
                 return None
             due = self._shot_at + PARSE_STUCK_REPORT_S if self._shot_at else self._deadline
+            if self.interrupt is not None and not self._shot_at:
+                due = min(due, time.monotonic() + POOL_WAIT_SLICE_S)
             return max(0.0, due - time.monotonic())

@@ -478,7 +478,7 @@ class Indexer:
 
     def _parse_here(self, jobs: list[Job]) -> Iterator[Result]:
         """Parse in this process, each document within the parse deadline, as in a worker."""
-        with ParseDeadline(self.parse_timeout) as deadline:
+        with ParseDeadline(self.parse_timeout, self.interrupt) as deadline:
             for job in jobs:
                 try:
                     result = deadline.run(job.rel, partial(load, job))

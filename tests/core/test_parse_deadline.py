@@ -129,3 +129,23 @@ def test_a_parse_stuck_in_native_code_is_logged_and_ends_when_the_call_returns(
     ):
         deadline.run("stuck.md", lambda: time.sleep(1.5))
     assert "the parse of stuck.md has not stopped" in caplog.text
+
+
+class _Stopping(Exception):
+    """What a daemon's interrupt raises when it stops."""
+
+
+def test_a_stop_ends_a_parse_in_this_process_without_waiting_for_it() -> None:
+    """A daemon that stops (its `interrupt` raises) does not wait for the parse under way: the
+    watchdog raises the same exception in it, as the run would between two documents."""
+    stop = threading.Event()
+
+    def interrupt() -> None:
+        if stop.is_set():
+            raise _Stopping
+
+    threading.Timer(0.3, stop.set).start()
+    started = time.monotonic()
+    with ParseDeadline(120, interrupt) as deadline, pytest.raises(_Stopping):
+        deadline.run("long.md", lambda: _busy(60))
+    assert time.monotonic() - started < 30
