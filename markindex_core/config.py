@@ -81,6 +81,9 @@ RESPONSE_CHAR_BUDGET = 94_000  # the spec says under 95 000: room for a `warning
 WARNING_CHARS = 600  # a live index's warning in a tool envelope is cut to this
 DRIFT_PATHS_SHOWN = 3  # documents named when an answer cites files changed since indexed …
 DRIFT_GRACE_S = 5.0  # … longer ago than this (a daemon indexes a save within a second or two)
+DRIFT_HASH_BYTES = (
+    64 * 1024 * 1024
+)  # status reads this much at most to tell a new mtime from an edit
 MAX_STRING_ARG = 1024
 MAX_NODE_IDS = 20
 

@@ -205,6 +205,7 @@ def _print_index(out: Console, st: dict[str, Any]) -> None:
         )
     elif st.get("indexed_root") not in (None, st["root"]):
         out.print(f"[yellow]the index of another folder: {_escape(st['indexed_root'])}[/]")
+    _print_drift(out, st.get("changed_on_disk"))
     if st.get("unfinished_run"):
         from markindex_core.store.runs import unfinished_warning
 
@@ -214,6 +215,23 @@ def _print_index(out: Console, st: dict[str, Any]) -> None:
             f"[yellow]built by another version of markindex ({_escape(st['rebuild_due'])}): "
             "the next `markindex index` or daemon start rebuilds every document[/]"
         )
+
+
+def _print_drift(out: Console, drift: dict[str, Any] | None) -> None:
+    """How the folder differs from an index no daemon keeps live: what `index` would do."""
+    if drift is None:
+        return
+    counts = {"changed": drift["changed"], "new": drift["added"], "gone": drift["removed"]}
+    if not any(counts.values()):
+        out.print("the folder matches the index")
+        return
+    said = ", ".join(f"{n} {word}" for word, n in counts.items() if n)
+    shown = ", ".join(_escape(p) for p in drift["examples"])
+    more = ", …" if sum(counts.values()) > len(drift["examples"]) else ""
+    out.print(
+        f"[yellow]since then, in the folder: {said} ({shown}{more}): run `markindex index` to"
+        " bring the index up to date[/]"
+    )
 
 
 def _print_daemon(out: Console, st: dict[str, Any]) -> None:

@@ -47,6 +47,7 @@ from markindex_core.index.scan import (
     FileStat,
     IgnoreRules,
     PathRules,
+    below_any,
     display_path,
     path_problem,
     scan,
@@ -496,11 +497,6 @@ class _Subrules:
 
     def ignored(self, rel: str, is_dir: bool = False) -> bool:
         return self.base.ignored(f"{self.prefix}/{rel}", is_dir)
-
-
-def below_any(path: str, folders: list[str]) -> bool:
-    """Whether `path` is one of `folders` or lies below one."""
-    return any(path == f or path.startswith(f + "/") for f in folders)
 
 
 def _ancestors(rel: str) -> list[str]:

@@ -252,6 +252,11 @@ def holds_markdown(root: Path, budget: int = EMPTY_ROOT_SCAN_ENTRIES) -> bool:
     return False
 
 
+def below_any(path: str, folders: list[str]) -> bool:
+    """Whether `path` is one of `folders` or lies below one."""
+    return any(path == f or path.startswith(f + "/") for f in folders)
+
+
 def scan(root: Path, rules: PathRules) -> ScanResult:
     """Walk the library once: every Markdown file that is not excluded, with size and mtime."""
     result = ScanResult({})

@@ -79,10 +79,9 @@ from markindex_core.index.indexer import (
     AfterWrite,
     Indexer,
     IndexReport,
-    below_any,
     rebuild_from_folder,
 )
-from markindex_core.index.scan import FileStat
+from markindex_core.index.scan import FileStat, below_any
 from markindex_core.library import Library
 from markindex_core.serve.mounts import mounts_in, remote_file_system
 from markindex_core.serve.status import (

@@ -25,6 +25,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+import apsw
+
 from markindex_core.config import (
     DAEMON_HEARTBEAT_S,
     DAEMON_RECORD_KEEP_S,
@@ -35,6 +37,7 @@ from markindex_core.config import (
     STATUS_FILE_SUFFIX,
 )
 from markindex_core.errors import MarkindexError
+from markindex_core.index.drift import folder_drift
 from markindex_core.index.reading import Unreadable, open_regular, read_at_most
 from markindex_core.store import runs
 from markindex_core.store.db import Store, held_by_other_library
@@ -254,6 +257,10 @@ def read_status(lib: Library) -> dict[str, Any]:
             waiting for the writer lock), same keys as `daemon`. Records in the runtime folder
             are per user: daemons of other users show only through the file beside the index.
         daemon_writing (bool): a live daemon holds the writer lock.
+        changed_on_disk ({changed, added, removed, examples} | None): when no daemon keeps the
+            index live, how many files differ from it (size, or content when only the mtime
+            does), are new or are gone, and a few of their paths: what `markindex index` would
+            do now. None with a writing daemon, no index, or a folder that cannot be listed.
         not_updating (bool): the daemon keeping the index live has stopped doing so (ended,
             frozen, or failing to write; see `not_updating`): `markindex status` exits 2.
         unfinished_run ({at, files} | None): the last index run stopped before its end (killed,
@@ -314,7 +321,25 @@ def read_status(lib: Library) -> dict[str, Any]:
     out["other_daemons"] = others
     out["daemon_writing"] = bool(daemon and daemon["writing"])
     out["not_updating"] = not_updating(daemon)
+    out["changed_on_disk"] = _folder_drift(lib, out)
     return out
+
+
+def _folder_drift(lib: Library, out: dict[str, Any]) -> dict[str, Any] | None:
+    """How the folder differs from an index no daemon keeps live (`index.drift.folder_drift`)."""
+    if not out["indexed"] or out["other_library"] or out["daemon_writing"]:
+        return None
+    try:
+        store = Store(lib.db_path, readonly=True)
+    except MarkindexError:
+        return None
+    try:
+        drift = folder_drift(lib.root, store)
+    except (apsw.Error, OSError):
+        return None
+    finally:
+        store.close()
+    return drift.to_json() if drift is not None else None
 
 
 def daemon_states(

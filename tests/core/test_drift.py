@@ -8,10 +8,12 @@ import os
 import shutil
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from markindex_core.cli.main import main
+from markindex_core.index.drift import folder_drift
 from markindex_core.library import Library
 from tests.mcp.helpers import envelope
 
@@ -118,3 +120,50 @@ def test_a_removed_folder_is_said_to_have_changed(library: Library) -> None:
     os.utime(library.root, ns=(then, then))
     warning = envelope(library.call_tool("search_documents", {"query": "fox"})).get("warning")
     assert warning is not None and warning.startswith("sub/deep/d.md changed on disk"), warning
+
+
+def _status(lib: Library, capsys: pytest.CaptureFixture[str]) -> tuple[int, dict[str, Any], str]:
+    root, db = str(lib.root), str(lib.db_path)
+    code = main(["status", root, "--db", db, "--json"])
+    data = json.loads(capsys.readouterr().out)
+    assert main(["status", root, "--db", db]) == code
+    return code, data["changed_on_disk"], " ".join(capsys.readouterr().out.split())
+
+
+def test_status_says_how_the_folder_differs_from_the_index(
+    library: Library, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Without a daemon, `status` compares the whole folder with the index: what a run of
+    `markindex index` would do. A new mtime alone is no change; the exit status stays 0."""
+    code, drift, text = _status(library, capsys)
+    assert code == 0 and drift == {"changed": 0, "added": 0, "removed": 0, "examples": []}
+    assert "the folder matches the index" in text
+    path = library.root / "c.md"
+    st = path.stat()
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns - A_MINUTE_AGO_NS))
+    write(library.root, "a.md", FOX + "\nEdited.\n")
+    write(library.root, "sub/new.md", "# New\n\nA new note.\n")
+    (library.root / "b.md").unlink()
+    code, drift, text = _status(library, capsys)
+    assert code == 0
+    assert drift == {
+        "changed": 1,
+        "added": 1,
+        "removed": 1,
+        "examples": ["a.md", "sub/new.md", "b.md"],
+    }
+    assert "since then, in the folder: 1 changed, 1 new, 1 gone (a.md, sub/new.md, b.md)" in text
+    assert "run `markindex index`" in text
+    library.index()
+    assert _status(library, capsys)[1]["changed"] == 0
+
+
+def test_a_folder_that_cannot_be_listed_is_not_compared(library: Library, tmp_path: Path) -> None:
+    """Documents under a folder that cannot be listed are not gone: nothing is compared. An
+    empty folder, though, has lost every document."""
+    store = library.store
+    (tmp_path / "not-a-folder").write_text("x")
+    assert folder_drift(tmp_path / "not-a-folder", store) is None
+    (tmp_path / "empty").mkdir()
+    drift = folder_drift(tmp_path / "empty", store)
+    assert drift is not None and len(drift.removed) == 3 and drift.count == 3
