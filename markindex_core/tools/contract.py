@@ -401,6 +401,16 @@ def call_tool_result(lib: IndexAccess, name: Any, args: Any) -> tuple[str, bool]
     return text, ok
 
 
+def _drift(lib: IndexAccess, store: Store, data: dict[str, Any]) -> str | None:
+    """`drift_warning` of the documents an answer cites; a failure to tell costs the warning
+    (logged), never the answer."""
+    try:
+        return drift_warning(changed_on_disk(lib.root, store, _cited(data)))
+    except (apsw.Error, OSError, ValueError):
+        log.exception("could not compare the cited documents with their files")
+        return None
+
+
 def _cited(data: dict[str, Any]) -> list[str]:
     """The documents whose lines an answer gives: the one it reads, or those its results cite."""
     if isinstance(data.get("doc_path"), str):
@@ -441,7 +451,7 @@ def _call(lib: IndexAccess, name: Any, args: Any) -> tuple[str, bool]:
         with _one_snapshot(store):
             _require_format(lib, store)
             data, next_steps = spec.run(lib, store, checked)
-            drift = drift_warning(changed_on_disk(lib.root, store, _cited(data)))
+            drift = _drift(lib, store, data)
         envelope = {"success": True, "data": data, "next_steps": next_steps}
         text = _dump({**envelope, "warning": drift} if drift else envelope)
         if len(text) > RESPONSE_CHAR_BUDGET:  # pages are sized to fit; this is a bug guard
