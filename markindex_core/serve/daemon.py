@@ -376,18 +376,9 @@ class Daemon:
 
     def freshness_warning(self) -> str | None:
         """Why the index may not show the folder as it is now, for tool envelopes (see
-        `status.stale_warning`); None while it keeps up."""
-        with self._status_lock:
-            keys = (
-                "state",
-                "reason",
-                "hint",
-                "last_reconcile_at",
-                "last_reconcile_started_at",
-                "reconciles",
-                "progress",
-            )
-            mine = {key: self._status[key] for key in keys}
+        `status.stale_warning`); None while it keeps up. Judged on the whole status, as
+        `markindex status` judges it: a chosen few keys left out the unreadable folders."""
+        mine = self.status
         if mine["state"] == "read-only":
             return self._waiting_warning()
         return stale_warning(mine)

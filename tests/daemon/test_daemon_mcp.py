@@ -284,3 +284,37 @@ async def test_damage_a_tool_call_meets_is_rebuilt_by_the_daemon(tmp_path: Path)
         assert "word7" in json.dumps(env["data"], ensure_ascii=False)
     errors = (read_status_file(db) or {}).get("errors", [])
     assert any("is damaged" in e["error"] for e in errors), errors
+
+
+@pytest.mark.timeout(90)
+async def test_the_daemons_own_envelopes_say_a_folder_cannot_be_read(shared_tmp: Path) -> None:
+    """A folder the daemon cannot read keeps what the index held there, and changes there are
+    missed: `status` and a plain `mcp` said so, but the daemon's own envelopes did not (its
+    warning looked at a few status keys only, not at the unreadable paths). Run as `nobody`
+    (root reads everything)."""
+    import os
+
+    from tests.unprivileged import AS_NOBODY, CHILD_ENV
+
+    root = shared_tmp / "lib"
+    (root / "locked").mkdir(parents=True)
+    (root / "a.md").write_text("# Alpha\n\nriver stones\n", encoding="utf-8")
+    (root / "locked" / "x.md").write_text("# X\n\nxerus\n", encoding="utf-8")
+    os.chmod(root / "locked", 0)
+    db = shared_tmp / "idx" / "index.db"
+    db.parent.mkdir()
+    os.chmod(db.parent, 0o777)
+    daemon = [sys.executable, "-m", "markindex_core", "daemon", str(root), "--db", str(db)]
+    params = StdioServerParameters(
+        command=AS_NOBODY[0], args=[*AS_NOBODY[1:], *daemon], env=CHILD_ENV
+    )
+    try:
+        async with Client(params, read_timeout_seconds=30) as client:
+            warned = await _search_until(client, "river", _warns("cannot be read (locked)"), 30)
+            assert warned["success"] and warned["data"]["results"], warned
+            os.chmod(root / "locked", 0o755)
+            await _search_until(client, "xerus", lambda e: bool(e["data"]["results"]), 30)
+            calm = await _search_until(client, "river", lambda e: "warning" not in e, 30)
+            assert calm["success"], calm
+    finally:
+        os.chmod(root / "locked", 0o755)
