@@ -103,14 +103,16 @@ class MarkindexApp(App[None]):
 
     # ----- watching -----------------------------------------------------------------------------
     def start_watching(self) -> None:
-        """Run the core's daemon (watch + reconcile) inside the app, unless one already writes."""
+        """Run the core's daemon (watch + reconcile) inside the app, unless a live daemon already
+        writes. Any other writer (an index run) ends: the app's daemon waits for the lock, read-only,
+        and takes over."""
         try:
             status = read_status(self.lib)
         except (OSError, MarkindexError) as exc:
             self.notify(printable(str(exc)), title="watch", severity="error", markup=False)
             return
-        if status["writer_locked"]:
-            self.notify("another process keeps this index live; not watching", title="watch")
+        if status["daemon_writing"]:
+            self.notify("a daemon keeps this index live; not watching", title="watch")
             return
         self.watcher = Daemon(self.lib)
         self._watch_worker = self.run_worker(

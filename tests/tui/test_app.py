@@ -295,6 +295,34 @@ async def test_watch_indexes_a_new_file_inside_the_app(indexed_sample: Library) 
         assert "watching" in str(app.screen.query_one(StatusBar).render())
 
 
+async def test_watch_asked_while_an_index_run_writes_takes_over_when_it_ends(
+    indexed_sample: Library,
+) -> None:
+    """`tui --watch` while a `markindex index` run held the writer lock said 'another process
+    keeps this index live; not watching' and never watched: once the run ended, nothing kept
+    the index live and the app showed no sign of it. Only a writing daemon keeps it live; any
+    other writer is waited for (read-only), then the app's watcher takes over."""
+    from markindex_core.store.lock import WriterLock
+
+    root = indexed_sample.root
+    other = WriterLock(indexed_sample.db_path)
+    assert other.try_acquire()  # as an index run in another process holds it
+    try:
+        app = make_app(root, watch=True)
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            await wait_until(pilot, lambda: app.watch_label() == "watching (read-only)")
+            other.release()
+            await wait_until(pilot, lambda: app.watch_label() == "watching")
+            (root / "guides" / "later.md").write_text("# Later\n\nokapi\n", encoding="utf-8")
+            await wait_until(
+                pilot,
+                lambda: {h.doc_path for h in app.lib.search("okapi").hits} == {"guides/later.md"},
+            )
+    finally:
+        other.release()
+
+
 def test_core_stays_headless() -> None:
     code = (
         "import sys, markindex_core.cli.main as c; c.build_parser(); "
