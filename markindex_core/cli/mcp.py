@@ -57,7 +57,7 @@ def register(sub: Subparsers) -> None:
     p.add_argument(
         "--watch",
         action="store_true",
-        help="keep the index live as files change (what `markindex daemon` does)",
+        help="keep the index live as files change (what `markindex daemon` does; stdio only)",
     )
     p.add_argument(
         "--transport",
@@ -152,6 +152,14 @@ def _check_http_options(args: argparse.Namespace) -> None:
         raise InvalidArgument(
             "--allowed-host and --allowed-origin apply to HTTP only",
             "add --transport streamable-http, or leave them out",
+        )
+    if args.transport != "stdio" and args.watch:
+        # The live index serves MCP over stdio only; served over HTTP, it went to stdin instead.
+        raise InvalidArgument(
+            "--watch serves MCP over stdio only",
+            "to serve a live index over HTTP, run `markindex daemon ROOT --no-mcp` beside "
+            "`markindex mcp ROOT --transport streamable-http` (its answers say when the daemon "
+            "falls behind)",
         )
 
 

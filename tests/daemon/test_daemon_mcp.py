@@ -318,3 +318,23 @@ async def test_the_daemons_own_envelopes_say_a_folder_cannot_be_read(shared_tmp:
             assert calm["success"], calm
     finally:
         os.chmod(root / "locked", 0o755)
+
+
+def test_watch_over_http_is_refused_not_served_over_stdio(tmp_path: Path) -> None:
+    """`mcp --watch --transport streamable-http` served the live index over stdio instead:
+    nothing listened on the port, and with no client on stdin it stopped at once. The live
+    index serves stdio only: the combination is refused, naming what to run instead."""
+    root = tmp_path / "lib"
+    root.mkdir()
+    (root / "a.md").write_text("# Alpha\n", encoding="utf-8")
+    args = ["mcp", str(root), "--db", str(tmp_path / "idx" / "index.db"), "--watch"]
+    done = subprocess.run(
+        [sys.executable, "-m", "markindex_core", *args, "--transport", "streamable-http"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 1, done.stderr
+    assert "--watch" in done.stderr and "markindex daemon" in done.stderr, done.stderr
+    assert "stdin" not in done.stderr, done.stderr
