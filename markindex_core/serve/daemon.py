@@ -105,7 +105,7 @@ from markindex_core.serve.watch import (
 )
 from markindex_core.store import runs
 from markindex_core.store.db import Store
-from markindex_core.store.files import rebuild_path
+from markindex_core.store.files import disk_full, rebuild_path
 from markindex_core.store.integrity import check_index
 from markindex_core.store.lock import WriterLock, writer_lock_state
 from markindex_core.store.rebuild import discard_leftover
@@ -164,7 +164,7 @@ class Problem:
     damaged: bool = False  # the index is damaged: build it again from the folder
 
 
-_FULL_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
+_FULL_ERRNOS = {errno.ENOSPC, errno.EDQUOT}
 _READ_ONLY_ERRNOS = {errno.EROFS, errno.EACCES, errno.EPERM}
 
 
@@ -183,6 +183,13 @@ def diagnose(exc: BaseException, db_path: Path) -> Problem:
                 f"the index {db_path} is damaged ({e})",
                 "building it again from the library folder; searches use the old one meanwhile",
                 damaged=True,
+            )
+        if isinstance(e, OSError) and e.errno == errno.EFBIG:
+            return Problem(  # freeing space does not lift it
+                f"cannot write the index: {disk_full(db_path, e.errno).message}",
+                "raise the limit (`ulimit -f unlimited` in the shell or service that starts the"
+                " daemon), or pass --db FILE; writing resumes by itself",
+                reopen=False,
             )
         if isinstance(e, apsw.FullError) or (isinstance(e, OSError) and e.errno in _FULL_ERRNOS):
             return Problem(
@@ -1104,7 +1111,15 @@ class Daemon:
     def _reconcile(self, batch: Batch) -> IndexReport:
         """Bring the dirty paths (or everything) in line with the disk, by stat and content hash
         (writer thread)."""
-        report = self._reconcile_batch(batch)
+        try:
+            report = self._reconcile_batch(batch)
+        except apsw.IOError as exc:
+            # SQLite's I/O errors carry no errno (a file size limit is a bare 'disk I/O error');
+            # the connection keeps it, for `diagnose` to say why.
+            err = self._store.conn.system_errno if self._store is not None else 0
+            if err:
+                raise OSError(err, os.strerror(err)) from exc
+            raise
         self._note_linked(report)
         self._note_unreadable(report)
         return report

@@ -310,6 +310,30 @@ def test_a_full_disk_is_reported_reads_go_on_and_writing_resumes(
         assert d.stop() == 0, d.log
 
 
+def test_a_file_size_limit_is_named_and_writing_resumes_below_it(tmp_path: Path) -> None:
+    """A write past the file size limit (`ulimit -f`, here `prlimit --fsize`; or a file system's
+    largest file) fails in SQLite as a bare I/O error: status said 'IOError: disk I/O error, see
+    the log', and the log said no more. It now names the limit (the errno the connection kept)."""
+    if shutil.which("prlimit") is None:
+        pytest.skip("needs prlimit (util-linux)")
+    root = _lib(tmp_path, {"a.md": "# A\n\nalpha\n"})
+    db = tmp_path / "idx" / "index.db"
+    d = DaemonProcess(root, db, prefix=["prlimit", "--fsize=1000000", "--"])
+    try:
+        d.wait_writing()
+        (root / "big.md").write_text(_big_doc("zebrafish"), encoding="utf-8")
+        st = wait_for(lambda: (s := d.status()).get("state") == "retrying" and s, timeout=30)
+        assert "file size limit" in st["reason"], st
+        assert "--db" in st["hint"], st
+        assert _found(db, root, "alpha") == {"a.md"}  # reads keep working
+        os.unlink(root / "big.md")  # below the limit again: writing resumes by itself
+        st = wait_for(lambda: (s := d.status()).get("state") == "watching" and s, timeout=60)
+        assert st["reason"] is None
+        _clean_log(d)
+    finally:
+        assert d.stop() == 0, d.log
+
+
 def _immutable(path: Path, on: bool) -> bool:
     r = subprocess.run(["chattr", "+i" if on else "-i", str(path)], capture_output=True)
     return r.returncode == 0
