@@ -191,6 +191,13 @@ def diagnose(exc: BaseException, db_path: Path) -> Problem:
                 " daemon), or pass --db FILE; writing resumes by itself",
                 reopen=False,
             )
+        if isinstance(e, apsw.BusyError):  # the writer lock keeps markindex writers out
+            return Problem(
+                f"cannot write the index: another program holds a write transaction open on"
+                f" {db_path} (an sqlite3 shell after BEGIN, a database browser?)",
+                "end that transaction or close the program; writing resumes by itself",
+                reopen=False,
+            )
         if isinstance(e, apsw.FullError) or (isinstance(e, OSError) and e.errno in _FULL_ERRNOS):
             return Problem(
                 f"cannot write the index: the disk holding {db_path.parent} is full",

@@ -334,6 +334,41 @@ def test_a_file_size_limit_is_named_and_writing_resumes_below_it(tmp_path: Path)
         assert d.stop() == 0, d.log
 
 
+def test_another_program_holding_a_write_transaction_is_named(tmp_path: Path) -> None:
+    """A program that keeps a write transaction open on the index (an sqlite3 shell after BEGIN,
+    a database browser editing it) blocks every write: status said 'BusyError: database is
+    locked (see the log)', which names neither the cause nor the way out."""
+    root = _lib(tmp_path, {"a.md": "# A\n\nalpha\n"})
+    db = tmp_path / "idx" / "index.db"
+    d = DaemonProcess(root, db)
+    hold = (
+        "import apsw, sys; c = apsw.Connection(sys.argv[1]); c.execute('BEGIN IMMEDIATE');"
+        " print('held', flush=True); sys.stdin.read()"
+    )
+    holder: subprocess.Popen[str] | None = None
+    try:
+        d.wait_writing()
+        holder = subprocess.Popen(
+            [sys.executable, "-c", hold, str(db)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        (root / "b.md").write_text("# B\n\nbeluga\n", encoding="utf-8")
+        st = wait_for(lambda: (s := d.status()).get("state") == "retrying" and s, timeout=30)
+        assert "another program holds a write transaction" in st["reason"], st
+        assert _found(db, root, "alpha") == {"a.md"}  # reads keep working
+        holder.communicate("", timeout=10)  # the program ends its transaction
+        wait_for(lambda: _found(db, root, "beluga") == {"b.md"}, timeout=60)
+        _clean_log(d)
+    finally:
+        if holder is not None and holder.poll() is None:
+            holder.kill()
+            holder.wait()
+        assert d.stop() == 0, d.log
+
+
 def _immutable(path: Path, on: bool) -> bool:
     r = subprocess.run(["chattr", "+i" if on else "-i", str(path)], capture_output=True)
     return r.returncode == 0
