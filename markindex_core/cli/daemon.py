@@ -270,6 +270,8 @@ def _print_daemon(out: Console, st: dict[str, Any]) -> None:
 
 
 def _print_live_daemon(out: Console, d: dict[str, Any]) -> None:
+    from markindex_core.serve.status import stale_warning
+
     state = str(d.get("state"))
     role = "writing" if d["writing"] else "read-only" if state == "read-only" else "not writing"
     parts = [f"pid {d['pid']}", role]
@@ -286,6 +288,10 @@ def _print_live_daemon(out: Console, d: dict[str, Any]) -> None:
         out.print(f"  [{colour}]{_escape(d['reason'])}[/]")
         if d.get("hint"):
             out.print(f"  [{'dim' if state == 'read-only' else 'yellow'}]{_escape(d['hint'])}[/]")
+    warning = stale_warning(d)
+    if warning and not d.get("reason"):  # a reason and its hint are printed above
+        # What every tool envelope says too: a folder it cannot read, a long catch-up.
+        out.print(f"  [yellow]{_escape(warning)}[/]")
     if d.get("last_reconcile_at"):
         out.print(f"  last reconcile {_ago(d['last_reconcile_at'])}")
     if d.get("notice"):

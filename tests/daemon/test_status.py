@@ -489,3 +489,26 @@ def test_a_daemon_mark_is_no_news_while_its_daemon_lives(tmp_path: Path) -> None
     run = runs.unfinished_run(json.dumps(dead), db)
     assert run is not None and run["daemon"] == dead["daemon"], run
     assert f"daemon pid {dead['daemon']}" in runs.unfinished_warning(run)
+
+
+def test_status_says_a_folder_cannot_be_read_not_only_in_the_errors(shared_tmp: Path) -> None:
+    """A folder the daemon cannot read: every tool envelope warned that the index keeps what it
+    held there and misses changes there, but `markindex status` showed only 'locked/.: Permission
+    denied' among the latest errors (and not at all once 20 later errors pushed it out). Run as
+    `nobody` (root reads everything)."""
+    from .helpers import nobody_daemon
+
+    root = _lib(shared_tmp, {"a.md": "# A\n\nalpha\n", "locked/x.md": "# X\n\nxerus\n"})
+    os.chmod(root / "locked", 0)
+    d, db = nobody_daemon(root, shared_tmp)
+    try:
+        d.wait_writing()
+        st, text = _status(root, db)
+        assert st["daemon"]["unreadable"] == ["locked"], st["daemon"]
+        assert "part of the library cannot be read (locked)" in text, text
+        os.chmod(root / "locked", 0o755)
+        wait_for(lambda: not _status(root, db)[0]["daemon"]["unreadable"], timeout=30)
+        assert "cannot be read" not in _status(root, db)[1]
+    finally:
+        os.chmod(root / "locked", 0o755)
+        assert d.stop() == 0, d.log
