@@ -37,7 +37,7 @@ from watchdog.events import (
 )
 from watchdog.observers import Observer
 from watchdog.observers.api import BaseObserver
-from watchdog.observers.polling import PollingObserver
+from watchdog.observers.polling import PollingObserverVFS
 
 from markindex_core.config import DAEMON_POLL_INTERVAL_S, IGNORE_FILE_NAME
 from markindex_core.index.scan import is_markdown
@@ -400,8 +400,25 @@ def start_watching(
     return _start_polling(root, handler, "")
 
 
+def _stat_changed(path: str) -> os.stat_result:
+    """`os.stat` with the change time in place of the mtime, for the polling observer.
+
+    Polling compares each file's size and mtime only, so an edit that keeps both (`cp -p`,
+    `touch -r`, two same-size saves within one clock tick) was no change, for good: the periodic
+    sweep compares the same. Every write, chmod and utime sets the change time: a change of it
+    is an event, and the daemon's content hash decides (see `Daemon._rehash_named`).
+    """
+    st = os.stat(path)
+    return os.stat_result(
+        (*st[:8], st[9], st[9]),
+        {"st_atime": st.st_atime, "st_mtime": st.st_ctime, "st_ctime": st.st_ctime},
+    )
+
+
 def _start_polling(root: Path, handler: FileSystemEventHandler, notice: str) -> WatchHandle:
-    observer = PollingObserver(timeout=DAEMON_POLL_INTERVAL_S)
+    observer = PollingObserverVFS(
+        _stat_changed, os.scandir, polling_interval=DAEMON_POLL_INTERVAL_S
+    )
     observer.schedule(handler, str(root), recursive=True, event_filter=EVENT_TYPES)
     observer.start()
     return WatchHandle(observer, "polling", notice)
