@@ -512,10 +512,20 @@ class Daemon:
         retargeted = self._root_retargeted()
         if retargeted:
             raise DaemonStopped(retargeted, "restart `markindex daemon` to index that folder")
+        self._require_own_index()
         self._identity = _Identity(root=_file_id(self.lib.root), mounts=mounts_in(self.lib.root))
         self._start_watching()
         await self._become_writer()
         await self._write_loop()
+
+    def _require_own_index(self) -> None:
+        """Never reconcile this library into another library's index: that removes all of its
+        documents. Every entry (`daemon`, `mcp --watch`, the terminal app's watcher) and an
+        index put in place while running are refused as `index` refuses them."""
+        try:
+            self.lib.require_own_index()
+        except MarkindexError as exc:
+            raise DaemonStopped(exc.message, exc.hint) from None
 
     def _session_failed(self, problem: Problem, delay: float) -> None:
         """A session could not start (a full disk, a read-only index): say why in status and once

@@ -338,3 +338,30 @@ def test_watch_over_http_is_refused_not_served_over_stdio(tmp_path: Path) -> Non
     assert done.returncode == 1, done.stderr
     assert "--watch" in done.stderr and "markindex daemon" in done.stderr, done.stderr
     assert "stdin" not in done.stderr, done.stderr
+
+
+def test_watch_refuses_the_index_of_another_library(tmp_path: Path) -> None:
+    """`mcp B --db a.db --watch`, a.db being library A's index: the live index reconciled B into
+    it, removing every document of A without a word (`daemon B --db a.db` and `index` refuse
+    it). It is refused the same way now, and A's index is left whole."""
+    from markindex_core.store.db import Store
+
+    a, b = tmp_path / "A", tmp_path / "B"
+    for root, name in ((a, "a.md"), (b, "b.md")):
+        root.mkdir()
+        (root / name).write_text("# Doc\n\nwords\n", encoding="utf-8")
+    db = tmp_path / "a.db"
+    Library(a, db).index()
+    done = subprocess.run(
+        [sys.executable, "-m", "markindex_core", "mcp", str(b), "--db", str(db), "--watch"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 1 and "is the index of the library" in done.stderr, done.stderr
+    store = Store(db, readonly=True)
+    try:
+        assert store.document_paths() == ["a.md"]
+    finally:
+        store.close()

@@ -323,6 +323,23 @@ async def test_watch_asked_while_an_index_run_writes_takes_over_when_it_ends(
         other.release()
 
 
+async def test_watch_never_reconciles_this_library_into_anothers_index(tmp_path: Path) -> None:
+    """`tui B --db a.db --watch`, a.db being library A's index: the app's watcher reconciled B
+    into it, removing every document of A without a word. The watcher now stops and says why
+    (as `daemon` and `index` refuse such an index), and A's index is left whole."""
+    a, b = tmp_path / "A", tmp_path / "B"
+    for root, name in ((a, "a.md"), (b, "b.md")):
+        root.mkdir()
+        (root / name).write_text("# Doc\n\nwords\n", encoding="utf-8")
+    db = tmp_path / "a.db"
+    Library(a, db).index()
+    app = make_app(b, db, watch=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await wait_until(pilot, lambda: app.watch_label() == "watcher stopped")
+    assert Library(a, db).store.document_paths() == ["a.md"]
+
+
 def test_core_stays_headless() -> None:
     code = (
         "import sys, markindex_core.cli.main as c; c.build_parser(); "
