@@ -288,9 +288,12 @@ def watch_limit_hits() -> int:
 
 
 def refused_watch(path: str) -> bool:
-    """inotify could not watch the folder `path` (absolute) when last asked: unreadable."""
+    """inotify could not watch the folder `path` (absolute), or one below it, when last asked:
+    unreadable. A folder made inside an unreadable one cannot be watched either, and the chmod
+    that lets it be watched names only the outer folder."""
+    below = path.rstrip(os.sep) + os.sep
     with _probe_lock:
-        return path in _refused
+        return any(p == path or p.startswith(below) for p in _refused)
 
 
 def _probe_watches() -> None:

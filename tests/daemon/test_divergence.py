@@ -248,6 +248,34 @@ def test_a_folder_made_readable_is_watched_from_then_on(shared_tmp: Path) -> Non
         assert d.stop() == 0, d.log
 
 
+def test_a_folder_made_inside_an_unreadable_one_is_watched_once_it_is_readable(
+    shared_tmp: Path,
+) -> None:
+    """Run as `nobody`: a folder made (by another user) inside one this daemon may not enter
+    cannot be watched either. The chmod that makes the outer folder readable named only that
+    one, which was watched all along, so the folder inside stayed unwatched: its changes were
+    missed without a word until the periodic sweep."""
+    root = _lib(shared_tmp, {"ok.md": "# Ok\n\notter\n", "outer/x.md": "# X\n\nwalrus\n"})
+    d, db = nobody_daemon(root, shared_tmp)
+    try:
+        d.wait_writing()
+        os.chmod(root / "outer", 0)
+        wait_for(lambda: d.status().get("unreadable") == ["outer"])
+        (root / "outer" / "inner").mkdir()
+        (root / "outer" / "inner" / "y.md").write_text("# Y\n\nseal\n", encoding="utf-8")
+        os.chmod(root / "outer", 0o755)
+        wait_for(lambda: find(db, root, "seal") == {"outer/inner/y.md"}, timeout=15)
+        (root / "outer" / "inner" / "y.md").write_text("# Y\n\nnarwhal\n", encoding="utf-8")
+        (root / "outer" / "inner" / "z.md").write_text("# Z\n\nnarwhal\n", encoding="utf-8")
+        wait_for(
+            lambda: find(db, root, "narwhal") == {"outer/inner/y.md", "outer/inner/z.md"},
+            timeout=15,
+        )
+    finally:
+        os.chmod(root / "outer", 0o755)
+        assert d.stop() == 0, d.log
+
+
 def test_a_racy_rewrite_is_seen_in_a_burst_big_enough_for_a_full_reconcile(
     tmp_path: Path,
 ) -> None:
