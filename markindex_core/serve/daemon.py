@@ -337,6 +337,7 @@ class Daemon:
         self._linked: dict[str, FileStat] = {}  # files with several names (writer thread only)
         self._linked_poll: Future[None] | None = None  # a `_poll_linked` submitted to it
         self._unreadable: set[str] = set()  # paths a reconcile could not read (writer thread)
+        self._warned: set[tuple[str, str]] = set()  # run warnings logged (see `_say_warnings`)
         self._linked_cursor = 0  # where the next `_poll_linked` of many such files begins
         self._writer_watch = DaemonWatch(lib.db_path)  # the writer's state, while read-only
         self._read_only_since: float | None = None  # wall clock; waiting for the writer lock
@@ -1329,6 +1330,7 @@ class Daemon:
             }
         for path, err in report.errors:
             self._error(path, err)
+        self._say_warnings(report)
         if report.changed or report.errors:
             log.info(
                 "reconciled %s: +%d ~%d -%d, %d skipped, %d errors in %.0f ms",
@@ -1345,6 +1347,16 @@ class Daemon:
         for path, reason in report.skipped:
             log.debug("skipped %s: %s", path, reason)
         self._publish()
+
+    def _say_warnings(self, report: IndexReport) -> None:
+        """Log each warning of a run once while it lasts (an ignore file's line left out, a
+        heading that looks like a converter's page break): `markindex index` prints them on
+        every run, the daemon said none, so a mistyped ignore rule let files in unsaid."""
+        seen = set(report.warnings)
+        for path, warning in sorted(seen - self._warned):
+            log.warning("%s%s", f"{path}: " if path else "", warning)
+        # A run of a few paths repeats what it looked at; a whole run says what still holds.
+        self._warned = seen if report.scope is None else self._warned | seen
 
     def _may_publish(self) -> bool:
         """The lock holder owns the status file; with no writer at all, so does this daemon."""

@@ -261,6 +261,24 @@ def test_an_edit_that_restores_an_old_mtime_is_still_seen(tmp_path: Path, watch:
         wait_for(lambda: find(db, root, "wombat") == {"a.md"}, timeout=15)
 
 
+def test_an_ignore_rule_left_out_is_said_once(tmp_path: Path) -> None:
+    """A line of .gitignore that is no valid pattern is left out (as git does): `markindex index`
+    warns on every run, the daemon said nothing, so the files that line meant to keep out came
+    in without a word. It is said in the log, once while it lasts."""
+    root = _lib(tmp_path, {"a.md": "# A\n\nalpha\n", "secret/s.md": "# S\n\nsable\n"})
+    db = tmp_path / "idx" / "index.db"
+    with running_daemon(root, db) as d:
+        (root / ".gitignore").write_text("[z-a]\nnotes/\n", encoding="utf-8")
+        wait_for(lambda: "not a valid ignore pattern" in d.log, timeout=15)
+        (root / "a.md").write_text("# A\n\naardvark\n", encoding="utf-8")
+        wait_for(lambda: find(db, root, "aardvark") == {"a.md"})
+        (root / ".gitignore").write_text("notes/\n", encoding="utf-8")
+        wait_for(lambda: d.status().get("last_batch", {}).get("full"))
+        (root / "b.md").write_text("# B\n\nbeluga\n", encoding="utf-8")
+        wait_for(lambda: find(db, root, "beluga") == {"b.md"})
+        assert d.log.count("not a valid ignore pattern") == 1, d.log
+
+
 def test_a_daemon_started_with_stdin_at_its_end_says_why_it_stops(tmp_path: Path) -> None:
     """`nohup markindex daemon ROOT &`, systemd, docker without -i: stdin is at its end, the MCP
     session ends at once, and so does the daemon. It must say so, and how to run without MCP."""
