@@ -159,6 +159,9 @@ class IgnoreRules:
         if text is None:
             self.problems[rel] = "not a regular file (a FIFO, a device?): left out"
             return []
+        if isinstance(text, OSError):  # its rules left out: what they keep out is indexed
+            self.problems[rel] = f"cannot be read ({text.strerror or text}): its rules are left out"
+            return []
         bad: list[str] = []
         _spec(text.splitlines(), bad)
         if bad:
@@ -209,16 +212,19 @@ class IgnoreRules:
         return self.ignored(rel)
 
 
-def _read_rules_file(path: Path) -> str | None:
+def _read_rules_file(path: Path) -> str | OSError | None:
     """An ignore file's text (its first MAX_IGNORE_FILE_BYTES): '' when there is none, None when
-    it is not a regular file. A FIFO named `.gitignore` must not hang a run (see `reading`)."""
+    it is not a regular file, the error when it cannot be read (permission denied). A FIFO named
+    `.gitignore` must not hang a run (see `reading`)."""
     try:
         with open_regular(str(path)) as (fd, _):
             data = read_at_most(fd, MAX_IGNORE_FILE_BYTES)
     except Unreadable:
         return None
-    except OSError:
+    except (FileNotFoundError, NotADirectoryError):
         return ""
+    except OSError as exc:
+        return exc
     return data.decode("utf-8", errors="replace")
 
 

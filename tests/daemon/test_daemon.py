@@ -279,6 +279,23 @@ def test_an_ignore_rule_left_out_is_said_once(tmp_path: Path) -> None:
         assert d.log.count("not a valid ignore pattern") == 1, d.log
 
 
+def test_an_ignore_file_the_daemon_cannot_read_is_said(shared_tmp: Path) -> None:
+    """Run as `nobody`: a .gitignore it may not read was taken for an empty one, so the folder
+    it keeps out came into the index (and answers) without a word, from the daemon as from
+    `index`. It is still left out, and said."""
+    from .helpers import nobody_daemon
+
+    root = _lib(shared_tmp, {"a.md": "# A\n\nalpha\n", "private/p.md": "# P\n\npuma\n"})
+    (root / ".gitignore").write_text("private/\n", encoding="utf-8")
+    os.chmod(root / ".gitignore", 0o600)
+    d, _ = nobody_daemon(root, shared_tmp)
+    try:
+        d.wait_writing()
+        wait_for(lambda: ".gitignore: cannot be read (Permission denied)" in d.log, timeout=15)
+    finally:
+        assert d.stop() == 0, d.log
+
+
 def test_a_daemon_started_with_stdin_at_its_end_says_why_it_stops(tmp_path: Path) -> None:
     """`nohup markindex daemon ROOT &`, systemd, docker without -i: stdin is at its end, the MCP
     session ends at once, and so does the daemon. It must say so, and how to run without MCP."""
