@@ -369,6 +369,7 @@ class Daemon:
             "queue": 0,
             "busy": False,
             "progress": None,
+            "progress_at": None,  # when the reconcile under way last got a file further
             "last_event_at": None,
             "last_reconcile_at": None,
             "last_reconcile_started_at": None,
@@ -1213,7 +1214,7 @@ class Daemon:
     def _progress(self, done: int, total: int, path: str) -> None:
         """Called per file by the indexer; also where a shutdown or restart ends a long run."""
         self._interrupt()
-        self._set(progress={"done": done, "total": total})
+        self._set(progress={"done": done, "total": total}, progress_at=time.time())
 
     def _interrupt(self) -> None:
         """End the run under way when the daemon stops or restarts its session: called per file,
@@ -1271,6 +1272,7 @@ class Daemon:
             state="reconciling",
             busy=True,
             last_reconcile_started_at=time.time(),
+            progress_at=time.time(),
             last_event_at=self._coalescer.last_event_at or None,
         )
         if batch.full and self._events_lost.is_set():

@@ -32,6 +32,7 @@ from markindex_core.config import (
     DAEMON_RECORD_KEEP_S,
     DAEMON_SLOW_RECONCILE_S,
     DAEMON_WARNING_TTL_S,
+    RUN_STALL_SECONDS,
     STATUS_FILE_BLOCK,
     STATUS_FILE_MAX_BYTES,
     STATUS_FILE_SUFFIX,
@@ -246,7 +247,8 @@ def read_status(lib: Library) -> dict[str, Any]:
             the writer lock but no longer beats), ended (bool, computed: killed, crashed or
             stopped by a failure, and no writer took the lock since: the index is no longer
             kept live), progress ({done, total} files of the running reconcile, or
-            None), heartbeat_at (float), heartbeat_age (float s, computed),
+            None), progress_at (float: when it last got a file further; a reconcile quiet for
+            RUN_STALL_SECONDS is not updating), heartbeat_at (float), heartbeat_age (float s, computed),
             started_at (float), observer ("inotify" | "polling" | …), notice (str, e.g. the
             polling fallback reason), queue (int, dirty paths waiting), busy (bool, reconciling
             now), last_event_at (float), last_reconcile_at (float, end of the last reconcile),
@@ -407,6 +409,15 @@ def _staleness(daemon: dict[str, Any]) -> tuple[bool, str | None]:
             f"part of the library cannot be read ({unreadable[0]}{more}): the index keeps what"
             " it held there, and changes there are missed until it can be read"
         )
+    quiet = _quiet_for(daemon)
+    if quiet is not None:
+        progress = daemon.get("progress") or {}
+        where = f" (at {progress.get('done')} of {progress.get('total')} files)" if progress else ""
+        return True, (
+            f"the live index is not updating: its reconcile has made no progress for"
+            f" {quiet / 60:.0f} min{where}, and may hang (a file system that stopped answering?):"
+            f" restart the daemon" + since
+        )
     if not daemon.get("reconciles") and state in ("starting", "reconciling"):
         return False, "the live index is catching up with the folder after its start" + since
     started = _float(daemon.get("last_reconcile_started_at"))
@@ -419,6 +430,17 @@ def _staleness(daemon: dict[str, Any]) -> tuple[bool, str | None]:
             f"{time.time() - started:.0f} s{done}" + since
         )
     return False, None
+
+
+def _quiet_for(daemon: dict[str, Any]) -> float | None:
+    """How long a reconcile under way has gone without getting a file further, when that is
+    over RUN_STALL_SECONDS (a parse is ended after PARSE_TIMEOUT_S, so a working reconcile moves
+    far more often); else None."""
+    if daemon.get("state") != "reconciling" or not daemon.get("busy"):
+        return None
+    moved = _float(daemon.get("progress_at")) or _float(daemon.get("last_reconcile_started_at"))
+    quiet = time.time() - moved if moved else 0.0
+    return quiet if quiet > RUN_STALL_SECONDS else None
 
 
 def not_updating(daemon: dict[str, Any] | None) -> bool:

@@ -512,3 +512,49 @@ def test_status_says_a_folder_cannot_be_read_not_only_in_the_errors(shared_tmp: 
     finally:
         os.chmod(root / "locked", 0o755)
         assert d.stop() == 0, d.log
+
+
+def test_a_reconcile_without_progress_for_ten_minutes_is_not_updating() -> None:
+    """A reconcile stuck on one file (a hard-mounted share that stopped answering, a parse stuck
+    in native code) kept saying 'catching up' for ever while status exited 0. A parse is ended
+    after PARSE_TIMEOUT_S, so a reconcile that has not got a file further for RUN_STALL_SECONDS
+    is said to be not updating, as a stalled index run is."""
+    import time
+
+    from markindex_core.config import RUN_STALL_SECONDS
+    from markindex_core.serve.status import not_updating, stale_warning
+
+    now = time.time()
+    stuck = {
+        "state": "reconciling",
+        "busy": True,
+        "reconciles": 4,
+        "last_reconcile_at": now - 2000,
+        "last_reconcile_started_at": now - 1900,
+        "progress": {"done": 7, "total": 900},
+        "progress_at": now - RUN_STALL_SECONDS - 60,
+        "alive": True,
+        "unresponsive": False,
+    }
+    warning = stale_warning(stuck) or ""
+    assert "not updating: its reconcile has made no progress for 11 min" in warning, warning
+    assert "at 7 of 900 files" in warning and "restart the daemon" in warning
+    assert not_updating(stuck)
+    moving = {**stuck, "progress_at": now - 30}  # slow, and still getting further
+    assert "catching up" in (stale_warning(moving) or "") and not not_updating(moving)
+    scanning = {**stuck, "progress": None, "progress_at": None}  # no file done yet
+    assert not_updating(scanning)  # judged from the reconcile's start
+    assert not not_updating({**scanning, "last_reconcile_started_at": now - 5})
+
+
+def test_a_daemon_says_when_its_reconcile_last_got_further(tmp_path: Path) -> None:
+    root = _lib(tmp_path, {"a.md": "# A\n\nalpha\n"})
+    db = tmp_path / "idx" / "index.db"
+    d = DaemonProcess(root, db)
+    try:
+        d.wait_writing()
+        before = time.time()
+        (root / "b.md").write_text("# B\n\nbravo\n", encoding="utf-8")
+        wait_for(lambda: (d.status().get("progress_at") or 0) >= before, timeout=20)
+    finally:
+        assert d.stop() == 0, d.log
