@@ -159,7 +159,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     from markindex_core.serve.status import read_status
 
     lib = open_library(args)
-    st = read_status(lib)
+    st = read_status(lib, compare_folder=True)
     code = (
         1
         if not st["indexed"] or st["other_library"]

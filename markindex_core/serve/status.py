@@ -210,7 +210,7 @@ def read_daemon_records(db_path: Path) -> list[dict[str, Any]]:
     return out
 
 
-def read_status(lib: Library) -> dict[str, Any]:
+def read_status(lib: Library, *, compare_folder: bool = False) -> dict[str, Any]:
     """Everything a user or UI asks about a library's index, in one JSON-ready dict.
 
     Keys:
@@ -262,7 +262,8 @@ def read_status(lib: Library) -> dict[str, Any]:
         changed_on_disk ({changed, added, removed, examples} | None): when no daemon keeps the
             index live, how many files differ from it (size, or content when only the mtime
             does), are new or are gone, and a few of their paths: what `markindex index` would
-            do now. None with a writing daemon, no index, or a folder that cannot be listed.
+            do now. Only with `compare_folder` (a scan of the folder); None without it, with a
+            writing daemon, no index, or a folder that cannot be listed.
         not_updating (bool): the daemon keeping the index live has stopped doing so (ended,
             frozen, or failing to write; see `not_updating`): `markindex status` exits 2.
         unfinished_run ({at, files} | None): the last index run stopped before its end (killed,
@@ -323,7 +324,9 @@ def read_status(lib: Library) -> dict[str, Any]:
     out["other_daemons"] = others
     out["daemon_writing"] = bool(daemon and daemon["writing"])
     out["not_updating"] = not_updating(daemon)
-    out["changed_on_disk"] = _folder_drift(lib, out)
+    # A scan of the whole folder: asked for by `markindex status`, not by a status line that
+    # polls every few seconds.
+    out["changed_on_disk"] = _folder_drift(lib, out) if compare_folder else None
     return out
 
 
