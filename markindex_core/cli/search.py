@@ -80,7 +80,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         return 0 if result.hits else 1
     import re
 
-    from rich.table import Table
+    from rich.padding import Padding
     from rich.text import Text
 
     from markindex_core.text.safe import printable
@@ -90,26 +90,24 @@ def cmd_search(args: argparse.Namespace) -> int:
         console(stderr=True).print(Text(f"warning: {printable(warning)}", style="yellow"))
     if result.notice:
         out.print(Text(printable(result.notice), style="yellow"))
-    # Two columns read well at 80 characters: the citation, the section path and the snippet stack.
-    table = Table(show_lines=True, expand=True)
-    table.add_column("score", justify="right", width=6)
-    table.add_column("citation · section · snippet", ratio=1)
     # Whole words: a stemmed term ("interpol") marks the word it matched ("interpolated"). A
     # word is letters, digits and '_' outside CJK, whose text has no spaces: CJK terms match as is.
     word = r"[^\W\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff]"
     parts = [re.escape(t) for t in sorted(result.terms, key=len, reverse=True) if len(t) > 1]
     words = re.compile(f"{word}*(?:{'|'.join(parts)}){word}*", re.IGNORECASE) if parts else None
-    for hit in result.hits:
-        # Wrapped whole, never cut: the citation and section path are what is copied.
-        cell = Text(printable(hit.citation), style="bold cyan", overflow="fold")
-        cell.append("\n" + " › ".join(map(printable, hit.title_path)), style="dim")
+    for i, hit in enumerate(result.hits):
+        # The citation is what gets copied or grepped: one line, never folded by us (a
+        # terminal wraps it softly, and copies it whole); section and snippet wrap below it.
+        head = Text(f"{hit.score:6.2f}  ", style="dim")
+        head.append(printable(hit.citation), style="bold cyan")
+        out.print(head, soft_wrap=True)
+        body = Text(" › ".join(map(printable, hit.title_path)), style="dim")
         snippet = Text("\n" + printable(hit.snippet, multiline=True))
         if words is not None:
             snippet.highlight_regex(words, style="bold yellow")
-        cell.append_text(snippet)
-        table.add_row(f"{hit.score:.2f}", cell)
-    if result.hits:  # an empty table says nothing the line below does not
-        out.print(table)
+        body.append_text(snippet)
+        gap = 1 if i < len(result.hits) - 1 else 0
+        out.print(Padding(body, (0, 0, gap, 8)), soft_wrap=False)  # wrapped, as a table was
     n = len(result.hits)
     out.print(
         f"[dim]{n} result{'' if n == 1 else 's'}, {result.mode}, {result.elapsed_ms:.1f} ms[/]"

@@ -398,9 +398,29 @@ def test_paths_and_citations_are_never_cut_in_tables(tmp_path: Path, columns: st
     assert _column(broken, 2) == deep.rsplit("/", 1)[0] + "/missing-target-with-a-long-name.md"
     assert _column(human("links", str(root), "b.md"), 1) == deep
     assert _column(human("backlinks", str(root), deep), 0) == "b.md"
-    found = human("search", str(root), "zqunique")
-    assert f"[{deep},L1-3]" in _column(found, 1).replace(" ", ""), found
-    assert "…" not in broken + found, broken + found
+    assert "…" not in broken, broken
+
+
+@pytest.mark.parametrize("columns", ["80", "40"])
+def test_search_prints_each_citation_whole_on_one_line(tmp_path: Path, columns: str) -> None:
+    """In a pipe (80 columns) or a narrow terminal, `search` folded a long citation inside its
+    table cell (`…/the-document-with-a-lo │` then `│ ng-name.md, L1-3]`), so neither copying it
+    nor `grep` gave it back whole. Each hit now starts with its citation on a line of its own,
+    never folded by markindex (a terminal wraps it softly), and section and snippet follow."""
+    root = tmp_path / "lib"
+    deep = "a-rather-long-folder-name/another-long-sub-folder/the-document-with-a-long-name.md"
+    write(root, deep, "# Deep\n\nzqunique words here, and more words after them.\n")
+    write(root, "b.md", "# B\n\nzqunique too\n")
+    db = tmp_path / "index.db"
+    env = {**os.environ, "COLUMNS": columns}
+    assert subprocess_run(["index", str(root), "--db", str(db)], env).returncode == 0
+    found = subprocess_run(["search", str(root), "zqunique", "--db", str(db)], env)
+    assert found.returncode == 0, found.stderr
+    lines = found.stdout.splitlines()
+    for citation in (f"[{deep}, L1-3]", "[b.md, L1-3]"):
+        assert any(citation in line for line in lines), found.stdout
+    words = " ".join(found.stdout.split())
+    assert "Deep" in words and "zqunique words here, and more words after them." in words, words
 
 
 def test_output_to_a_file_keeps_each_message_on_one_line(lib: tuple[Path, Path]) -> None:
