@@ -86,16 +86,21 @@ def cmd_links(args: argparse.Namespace) -> int:
         emit_json(data)
         return 0
     if args.doc:
-        _print_links(rows)
+        _print_links(str(doc["path"]), rows)
     else:
         _print_broken(rows, no_anchor)
     return 0
 
 
-def _print_links(rows: list[dict[str, Any]]) -> None:
+def _print_links(path: str, rows: list[dict[str, Any]]) -> None:
     from rich.table import Table
     from rich.text import Text
 
+    from markindex_core.text.safe import printable
+
+    if not rows:  # an empty table would read as a listing that failed
+        console().print(Text(f"{printable(path)} has no internal links"))
+        return
     table = Table()
     for col in ("line", "target", "anchor", "status"):
         table.add_column(col)
@@ -111,15 +116,20 @@ def _print_links(rows: list[dict[str, Any]]) -> None:
 
 
 def _print_broken(broken: list[dict[str, Any]], no_anchor: list[dict[str, Any]]) -> None:
-    """Broken links, then links whose target is there but not its anchor (a table each)."""
+    """Broken links, then links whose target is there but not its anchor (a table each, or
+    one line when there are none)."""
     from rich.table import Table
 
-    table = Table(title="broken links")
-    for col in ("source", "line", "missing target"):
-        table.add_column(col)
-    for r in broken:
-        table.add_row(_cell(r["source"]), str(r["line"]), _cell(r["target"]))
-    console().print(table)
+    if not broken and not no_anchor:
+        console().print("no broken links and no missing anchors")
+        return
+    if broken:
+        table = Table(title="broken links")
+        for col in ("source", "line", "missing target"):
+            table.add_column(col)
+        for r in broken:
+            table.add_row(_cell(r["source"]), str(r["line"]), _cell(r["target"]))
+        console().print(table)
     if no_anchor:
         table = Table(title="missing anchors")
         for col in ("source", "line", "target", "missing anchor"):
@@ -145,7 +155,13 @@ def cmd_backlinks(args: argparse.Namespace) -> int:
         emit_json({"path": path, "backlinks": rows})
         return 0
     from rich.table import Table
+    from rich.text import Text
 
+    from markindex_core.text.safe import printable
+
+    if not rows:
+        console().print(Text(f"no document links to {printable(path)}"))
+        return 0
     table = Table()
     for col in ("source", "line", "anchor"):
         table.add_column(col)
