@@ -20,6 +20,8 @@ from markindex_core.cli.common import (
 from markindex_core.config import CLI_PROGRESS_PATH_CHARS, SUMMARY_CONCURRENCY
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from rich.console import Console
 
     from markindex_core.index.indexer import IndexReport
@@ -147,6 +149,19 @@ def summarizer_from_args(
     return Summarizer(settings, estimate_only=estimate, slice_seconds=slice_seconds)
 
 
+def _warn_if_empty(report: IndexReport, root: Path) -> None:
+    """An index of nothing is most often the wrong folder: say so, rather than 'added 0'."""
+    if report.added or report.updated or report.unchanged or report.skipped or report.errors:
+        return
+    report.warnings.append(
+        (
+            "",
+            f"no Markdown file (.md, .markdown) under {root}: is it the library folder? "
+            "(dot-folders and ignored files are left out)",
+        )
+    )
+
+
 def cmd_index(args: argparse.Namespace) -> int:
     lib = open_library(args)
     hook = summarizer_from_args(args, estimate=args.estimate)
@@ -158,6 +173,7 @@ def cmd_index(args: argparse.Namespace) -> int:
             rebuild=args.rebuild,
             rehash=args.rehash,
         )
+        _warn_if_empty(report, lib.root)
         if hook is not None and hook.estimate_only:
             assert hook.last is not None and hook.last.estimate is not None
             emit_json(hook.last.estimate.to_json())
@@ -198,6 +214,7 @@ def cmd_index(args: argparse.Namespace) -> int:
             rebuild=args.rebuild,
             rehash=args.rehash,
         )
+    _warn_if_empty(report, lib.root)
     out = console()
     if report.full_rebuild:
         out.print(f"full rebuild: {printable(report.full_rebuild)}", markup=False)

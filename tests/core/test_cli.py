@@ -71,6 +71,29 @@ def test_index_human_output(lib: tuple[Path, Path], capsys: pytest.CaptureFixtur
     assert "added 0, updated 0, removed 0, unchanged 7" in out
 
 
+def test_a_folder_without_markdown_is_said(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`markindex index` of a folder holding no Markdown file (the wrong folder, or notes kept
+    as .txt) printed 'added 0, …' and exited 0 like any healthy run, and every search then said
+    'nothing matched'. It now warns that no .md or .markdown file was found and what to check,
+    in the human output and in --json's warnings; the run still succeeds."""
+    root = tmp_path / "notes"
+    write(root, "todo.txt", "# not markdown\n")
+    db = tmp_path / "index.db"
+    code, out, err = run(capsys, "index", str(root), "--db", str(db))
+    assert code == 0 and "added 0" in out
+    assert "warning: no Markdown file (.md, .markdown) under" in err and str(root) in err, err
+    code, out, _ = run(capsys, "index", str(root), "--db", str(db), "--json")
+    report = json.loads(out)
+    assert code == 0 and set(report) == REPORT_KEYS
+    assert [w["path"] for w in report["warnings"]] == [""], report
+    assert "no Markdown file" in report["warnings"][0]["warning"]
+    write(root, "a.md", "# A\n")
+    _, out, err = run(capsys, "index", str(root), "--db", str(db))
+    assert "added 1" in out and "no Markdown file" not in err
+
+
 def _check_spans(entries: list[dict[str, Any]], lo: int, hi: int) -> int:
     """Entries tile lo..hi; each spans its own lines then its children's."""
     expected = lo
