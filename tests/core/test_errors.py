@@ -119,6 +119,25 @@ def test_read_only_index_folder_names_that_folder_not_the_library(shared_tmp: Pa
     assert not other.exists()
 
 
+def test_status_of_a_library_without_index_says_how_to_build_one(shared_tmp: Path) -> None:
+    """`markindex status` of a library never indexed printed 'not indexed' and nothing else:
+    no command to run, and for a read-only library no word of --db, without which the
+    obvious next step fails. It now names the command, with --db where the folder is
+    read-only."""
+    root = make_library(shared_tmp / "lib")  # root's: read-only for nobody
+    status = [sys.executable, "-m", "markindex_core", "status", str(root)]
+    done = run_child(status)
+    assert done.returncode == 1 and "not indexed" in done.stdout, done.stdout
+    assert f"run `markindex index {root}` to build it" in done.stdout, done.stdout
+    done = run_child(status, nobody=True)
+    assert done.returncode == 1 and "not indexed" in done.stdout, done.stdout
+    assert f"the folder {root} is read-only" in done.stdout, done.stdout
+    assert f"markindex index {root} --db FILE" in done.stdout, done.stdout
+    db = shared_tmp / "elsewhere" / "index.db"
+    done = run_child([*status, "--db", str(db)])
+    assert f"run `markindex index {root} --db {db}` to build it" in done.stdout, done.stdout
+
+
 def test_unreadable_folders_keep_their_documents_in_the_index(shared_tmp: Path) -> None:
     """A folder that can't be listed says nothing about the documents in it: they stay indexed.
     When the library folder itself can't be listed the run fails and changes nothing."""
