@@ -191,7 +191,8 @@ class SearchScreen(ModalScreen[Hit | None]):
             text.append("  (ctrl+s: change)", style="dim")
         r = self.result
         if r is not None:
-            text.append(f" · {len(r.hits)} results", style="")
+            n = len(r.hits)
+            text.append(f" · {n} result{'' if n == 1 else 's'}", style="")
             if r.mode == "relaxed":
                 text.append(" · not all words found", style="italic")
             elif r.mode == "substring":

@@ -18,7 +18,7 @@ def render_status(name: str, s: Status, now: float, watching: str) -> Text:
     elif not s.indexed:
         text.append("· no index file (i builds it)", style="bold red")
     else:
-        text.append(f"· {s.documents:,} documents")
+        text.append(f"· {s.documents:,} document{'' if s.documents == 1 else 's'}")
     if s.skipped:
         text.append(f" · {s.skipped} skipped")
     if s.last_index_at is not None:

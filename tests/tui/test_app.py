@@ -405,3 +405,21 @@ async def test_an_unfinished_index_run_is_said_and_i_completes_it(indexed_sample
         await pilot.press("i")
         await wait_until(pilot, lambda: bar.status is not None and bar.status.unfinished is None)
         assert bar.status.documents == 34 and "unfinished" not in str(bar.render())
+
+
+async def test_a_library_of_one_document_is_counted_in_the_singular(tmp_path: Path) -> None:
+    """A library of one file showed '1 documents' in the status line, and a search finding one
+    section '1 results'. Both now read in the singular."""
+    root = tmp_path / "one"
+    root.mkdir()
+    (root / "only.md").write_text("# Only\n\nthe single zqword here\n", encoding="utf-8")
+    Library(root).index()
+    app = make_app(root)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        assert "· 1 document ·" in str(app.screen.query_one(StatusBar).render())
+        await pilot.press("slash", *"zqword")
+        await settle(pilot)
+        await wait_until(pilot, lambda: getattr(app.screen, "result", None) is not None)
+        info = str(app.screen.query_one("#search-info").render())
+        assert "· 1 result" in info and "1 results" not in info, info
