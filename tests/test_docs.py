@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import json
+import re
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -31,3 +35,67 @@ def test_every_command_is_in_the_readme_and_has_help(command: str) -> None:
         [sys.executable, "-m", "markindex_core", command, "--help"], capture_output=True, text=True
     )
     assert out.returncode == 0 and "usage:" in out.stdout and len(out.stdout) > 200
+
+
+def _keys(value: object) -> set[str]:
+    """Every key of every object in a JSON value, at any depth."""
+    if isinstance(value, dict):
+        return set(value) | {k for v in value.values() for k in _keys(v)}
+    if isinstance(value, list):
+        return {k for v in value for k in _keys(v)}
+    return set()
+
+
+def _documented(readme: str, label: str) -> set[str]:
+    """The backticked names in the README's JSON-output row of `label`."""
+    rows = [line for line in readme.splitlines() if line.startswith(f"| `{label}` |")]
+    assert len(rows) == 1, f"the README's JSON output table has no row for `{label}`"
+    row = rows[0]
+    return set(re.findall(r"`([^`]+)`", row.split("|")[2]))
+
+
+def test_every_json_key_is_documented_in_the_readme(tmp_path: Path) -> None:
+    """The README promised `--json` on every command but named the keys of none of them, so
+    an agent developer had to reverse-engineer each shape from a run. It now has a table of
+    every command's JSON keys; this runs each command and checks no key goes unnamed there,
+    that stdout is one JSON document, and that an error leaves stdout empty."""
+    root = tmp_path / "library"
+    shutil.copytree(REPO / "examples" / "library", root)
+    (root / "anchors.md").write_text("# Anchors\n\n[gone](guides/install.md#no-such-part)\n")
+    db = str(tmp_path / "index.db")
+    questions = tmp_path / "q.jsonl"
+    gold = {"doc_path": "guides/install.md"}
+    questions.write_text(
+        json.dumps({"id": "1", "question": "install", "lang": "en", "gold": [gold]}) + "\n"
+    )
+    runs = {
+        "index": ["index", str(root)],
+        "tree": ["tree", str(root), "guides/install.md"],
+        "search": ["search", str(root), "port"],
+        "links ROOT": ["links", str(root)],
+        "links ROOT DOC": ["links", str(root), "guides/install.md"],
+        "backlinks": ["backlinks", str(root), "guides/install.md"],
+        "status": ["status", str(root)],
+        "check": ["check", str(root)],
+        "eval": ["eval", str(root), "--questions", str(questions)],
+    }
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    cli = [sys.executable, "-m", "markindex_core"]
+    for label, argv in runs.items():
+        done = subprocess.run(
+            [*cli, *argv, "--db", db, "--json"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, (label, done.stderr)
+        undocumented = _keys(json.loads(done.stdout)) - _documented(readme, label)
+        assert not undocumented, (label, undocumented)
+    failed = subprocess.run(
+        [*cli, "tree", str(root), "nope.md", "--db", db, "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert failed.returncode == 1 and failed.stdout == "", failed.stdout
+    assert set(json.loads(failed.stderr)) == {"error", "hint", "code"}, failed.stderr
