@@ -101,7 +101,8 @@ class SearchScreen(ModalScreen[Hit | None]):
         background: $surface;
     }
     SearchScreen #query { margin: 0 0; }
-    SearchScreen #search-info { height: 1; padding: 0 1; color: $text-muted; }
+    /* wraps in a narrow terminal: the count and "nothing matched; try …" come last */
+    SearchScreen #search-info { height: auto; max-height: 3; padding: 0 1; color: $text-muted; }
     SearchScreen #results { height: 1fr; border: none; }
     SearchScreen #results > .option-list--option { padding: 0 1; }
     """

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import html
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -423,3 +425,27 @@ async def test_a_library_of_one_document_is_counted_in_the_singular(tmp_path: Pa
         await wait_until(pilot, lambda: getattr(app.screen, "result", None) is not None)
         info = str(app.screen.query_one("#search-info").render())
         assert "· 1 result" in info and "1 results" not in info, info
+
+
+def on_screen(app: MarkindexApp) -> str:
+    """The characters the terminal shows (from the screenshot: markup dropped, spaces kept)."""
+    svg = app.export_screenshot()
+    texts = re.findall(r"<text[^>]*>(.*?)</text>", svg, flags=re.S)
+    return html.unescape(" ".join(texts)).replace("\xa0", " ")
+
+
+async def test_a_narrow_search_box_still_says_why_nothing_was_found(
+    sample_app: MarkindexApp,
+) -> None:
+    """In a 40x10 terminal the line under the search box was cut after 'in whole library
+    (ctrl+s:', so a search that found nothing showed an empty list with no word of it, nor of
+    what to try. The line now wraps (up to three lines), and the count and the advice show."""
+    app = sample_app
+    async with app.run_test(size=(40, 10)) as pilot:
+        await settle(pilot)
+        await pilot.press("slash", *"zzqqxxnothing")
+        await settle(pilot)
+        await wait_until(pilot, lambda: getattr(app.screen, "result", None) is not None)
+        await pilot.pause()
+        text = on_screen(app)
+        assert "0 results" in text and "nothing matched" in text and "scope" in text, text
