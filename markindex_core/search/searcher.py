@@ -182,8 +182,17 @@ class Searcher:
                 notice = f"no whole-word match; matched word fragments: {', '.join(extra)}"
                 terms = terms + extra
             else:
-                mode, notice = "none", "nothing matched; try other words or a wider scope"
+                mode, notice = "none", self._nothing_notice(scope)
         return SearchResult(query, hits, mode, notice, terms, _ms(t0))
+
+    def _nothing_notice(self, scope: Scope) -> str:
+        """What to try when nothing matched: a wider scope helps only a scoped search, and no
+        words help an index of no documents."""
+        if scope.sql:
+            return "nothing matched in this scope; try a wider scope or other words"
+        if not self.store.count_documents():
+            return "nothing matched: the index holds no documents (is it the right library?)"
+        return "nothing matched; try other words or the other language"
 
     def _scope(self, folder: str | None, doc_path: str | None) -> Scope:
         """The scope as the index spells it, named as the tools and the CLI take it: `./specs/`

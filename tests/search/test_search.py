@@ -157,6 +157,29 @@ def test_search_cli_exits_1_when_nothing_matched(indexed_sample: Library, as_jso
     assert found.returncode == 0, found.stderr
 
 
+def test_nothing_matched_advises_what_can_help(indexed_sample: Library, tmp_path: Path) -> None:
+    """A search that found nothing always said 'try other words or a wider scope', also over
+    the whole library (where no scope is wider) and over an index of no documents (where no
+    words help). The advice now fits: a wider scope only for a scoped search, other words or
+    the other language otherwise, and an empty index is named as such."""
+    cmd = [sys.executable, "-m", "markindex_core", "search", "--json"]
+
+    def notice(root: Path, *extra: str) -> str:
+        done = subprocess.run([*cmd, str(root), "zqxjvwk", *extra], capture_output=True, text=True)
+        assert done.returncode == 1, done.stderr
+        return str(json.loads(done.stdout)["notice"])
+
+    whole = notice(indexed_sample.root)
+    assert whole.startswith("nothing matched") and "scope" not in whole, whole
+    assert "other" in whole and "language" in whole, whole
+    scoped = notice(indexed_sample.root, "--folder", "guides")
+    assert scoped.startswith("nothing matched") and "wider scope" in scoped, scoped
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    Library(empty).index()
+    assert "no documents" in notice(empty)
+
+
 def test_eval_command_reports_metrics(indexed_sample: Library, tmp_path: Path) -> None:
     questions = tmp_path / "q.jsonl"
     rows = [

@@ -448,4 +448,4 @@ async def test_a_narrow_search_box_still_says_why_nothing_was_found(
         await wait_until(pilot, lambda: getattr(app.screen, "result", None) is not None)
         await pilot.pause()
         text = on_screen(app)
-        assert "0 results" in text and "nothing matched" in text and "scope" in text, text
+        assert "0 results" in text and "nothing matched" in text and "language" in text, text
