@@ -324,5 +324,7 @@ def cmd_tree(args: argparse.Namespace) -> int:
             add(parent.add(label), e.get("children", []))
 
     add(tree, outline)
-    console().print(tree)
+    # Wrapped at the width even into a pipe: a tree is drawn line by line, and without
+    # wrapping rich cuts each line there, line ranges and all.
+    console().print(tree, soft_wrap=False)
     return 0

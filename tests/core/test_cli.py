@@ -446,6 +446,24 @@ def test_search_prints_each_citation_whole_on_one_line(tmp_path: Path, columns: 
     assert "Deep" in words and "zqunique words here, and more words after them." in words, words
 
 
+def test_tree_into_a_pipe_shows_every_line_range(tmp_path: Path) -> None:
+    """Into a file or a pipe (80 columns), `tree` cut each line at the 80th column: a long
+    section title lost its line range and tokens ('section Required changes for a WATCH
+    request with the S'), and a long document path its title, so the outline named sections
+    without saying where they are. Long lines now wrap, as in a terminal, and nothing is cut."""
+    root = tmp_path / "lib"
+    title = "Required changes for a WATCH request with the SendInitialEvents=true parameter"
+    body = "words of a section long enough to stay a node of its own. " * 40
+    write(root, "deep/folder/doc.md", f"# Top\n\n## {title}\n\n{body}\n\n## Other\n\n{body}\n")
+    db = tmp_path / "index.db"
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    assert subprocess_run(["index", str(root), "--db", str(db)], env).returncode == 0
+    done = subprocess_run(["tree", str(root), "deep/folder/doc.md", "--db", str(db)], env)
+    assert done.returncode == 0, done.stderr
+    words = " ".join(done.stdout.replace("│", " ").split())
+    assert title in words and "L3-6 · " in words, done.stdout
+
+
 def test_output_to_a_file_keeps_each_message_on_one_line(lib: tuple[Path, Path]) -> None:
     """Into a file or a pipe (no terminal: 80 columns), `index` wrote a stray empty line on
     stderr (its progress bar) and broke its summary before the index path and each long
