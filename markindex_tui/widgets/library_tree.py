@@ -430,6 +430,15 @@ class LibraryTree(Tree[Entry]):
                 break
             path = path.rpartition("/")[0]
         by_key = {_key(n): n for n in self.walk()}
+        if ref.doc_path is not None and ("document", ref.doc_path, "") not in by_key:
+            # Else the cursor moves for no reason anyone can see.
+            self.notify(
+                f"{printable(ref.doc_path)} was removed from the index (deleted, moved or now"
+                " ignored): showing the closest entry still there",
+                title="document removed",
+                severity="warning",
+                markup=False,
+            )
         for key in candidates:
             if (node := by_key.get(key)) is not None:
                 self.focus_node(node)

@@ -387,6 +387,32 @@ async def test_a_result_whose_document_was_deleted_since_the_search(tmp_path: Pa
     assert app.return_code in (None, 0)
 
 
+async def test_the_open_document_deleted_meanwhile_is_said(tmp_path: Path) -> None:
+    """The document on screen was deleted and another process updated the index: the tree and
+    preview jumped to the library folder without a word, as if a key had been pressed. The app
+    now says that the document is no longer in the index."""
+    root = tmp_path / "lib"
+    root.mkdir()
+    doc = root / "a.md"
+    doc.write_text(_two_sections(1), encoding="utf-8")
+    (root / "b.md").write_text("# B\n\nbody\n", encoding="utf-8")
+    Library(root).index()
+    app = make_app(root)
+    async with app.run_test(size=(100, 30), notifications=True) as pilot:
+        await settle(pilot)
+        await pilot.press("down", "enter", "down")  # a.md, its first section
+        await settle(pilot)
+        ref = app.screen.query_one(LibraryTree).selected_ref()
+        assert ref is not None and ref.doc_path == "a.md"
+        doc.unlink()
+        other = Library(root)
+        other.index()
+        other.close()
+        await wait_until(pilot, lambda: any("a.md" in t and "removed" in t for t in toasts(app)))
+        b = app.screen.query_one(LibraryTree).selected_ref()
+        assert b is not None and b.doc_path is None
+
+
 async def test_quitting_during_the_first_build_stops_it(tmp_path: Path) -> None:
     """The build runs in a thread the event loop waits for when the app ends: quitting while a
     big library was being indexed left the terminal hanging until every file was read. The
