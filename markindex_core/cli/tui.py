@@ -10,6 +10,7 @@ from markindex_core.cli.common import (
     Subparsers,
     add_library_args,
     help_epilog,
+    open_library,
 )
 
 
@@ -22,7 +23,8 @@ def register(sub: Subparsers) -> None:
         "build the index when there is none; follows changes a daemon commits.",
         epilog=help_epilog(
             ["markindex tui ~/docs", "markindex tui ~/docs --watch"],
-            "0 when the app was quit; 1 when it cannot run (no terminal, no such folder).",
+            "0 when the app was quit; 1 when it cannot run (no terminal, no such folder, the "
+            "index of another library).",
         ),
     )
     add_library_args(p, json_help=LOG_JSON_HELP)
@@ -46,6 +48,8 @@ def cmd_tui(args: argparse.Namespace) -> int:
             "the terminal app needs a terminal: stdin or stdout is not one",
             "run it in a terminal; in scripts use `markindex search`, `tree` or `status`",
         )
+    # Another library's index would be shown (and `i` would write) under ROOT's name.
+    open_library(args, own_index=True)
     # Core stays headless: the TUI package is looked up by name, only for this command.
     app_module = importlib.import_module("markindex_tui.app")
     code: int = app_module.run(args)

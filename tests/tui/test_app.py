@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import os
+import pty
 import re
 import subprocess
 import sys
@@ -360,6 +361,37 @@ def test_cli_has_a_tui_command() -> None:
         text=True,
     ).stdout
     assert "--watch" in out and "ROOT" in out
+
+
+def test_the_index_of_another_library_is_refused(tmp_path: Path) -> None:
+    """`markindex tui ROOT --db FILE` with FILE the index of another library opened that
+    library's documents under ROOT's name (and `i` would have indexed ROOT into it), where
+    every other command refuses it (OTHER_LIBRARY). The app now refuses it too, with the same
+    one-line error, before drawing anything. Run in a pseudo-terminal, as a person would."""
+    first, second = tmp_path / "first", tmp_path / "second"
+    for root in (first, second):
+        root.mkdir()
+        (root / "a.md").write_text("# A\n\ntext\n", encoding="utf-8")
+    db = tmp_path / "first.db"
+    Library(first, db).index()
+    controller, terminal = pty.openpty()
+    with subprocess.Popen(
+        [sys.executable, "-m", "markindex_core", "tui", str(second), "--db", str(db)],
+        stdin=terminal,
+        stdout=terminal,
+        stderr=subprocess.PIPE,
+        text=True,
+    ) as proc:
+        os.close(terminal)
+        try:
+            _, err = proc.communicate(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            _, err = proc.communicate()
+        finally:
+            os.close(controller)
+    assert proc.returncode == 1 and "is the index of the library" in err, err
+    assert "Traceback" not in err
 
 
 async def test_big_folders_are_paged(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
