@@ -13,7 +13,18 @@ from typing import Any, NoReturn
 
 from markindex_core.errors import MarkindexError
 
-EPILOG = "Every command takes --db FILE (default ROOT/.markindex/index.db) and --json."
+EPILOG = """Every command takes --db FILE (default ROOT/.markindex/index.db) and --json;
+`markindex COMMAND --help` explains one command, with examples.
+
+examples:
+  markindex index ~/docs                          # build the index (incremental afterwards)
+  markindex search ~/docs "how do I upgrade"      # passages cited as [doc_path, Lx-y]
+  markindex tui ~/docs                            # browse, search and cite in the terminal
+  markindex mcp /abs/path/to/docs                 # serve it to an agent over MCP (stdio)
+
+Exit status: 0 on success; 1 on a failure (one line on stderr with a hint), also when search
+or retrieve found nothing; 2 for a usage error; 130 when interrupted (Ctrl-C). status and check
+say more in their own help."""
 
 
 def command_modules() -> tuple[ModuleType, ...]:

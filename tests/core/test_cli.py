@@ -506,6 +506,29 @@ def test_every_help_shows_examples_and_exit_status(command: str) -> None:
         assert "print machine-readable JSON" not in text and "log" in text.split("--json")[2]
 
 
+def test_top_level_help_shows_a_start_and_the_exit_statuses() -> None:
+    """`markindex --help`, the first thing a new user runs, listed the commands but no example
+    of how to start and no exit status, where every command's own help has both. It now ends
+    with the first commands to run and the exit statuses all commands share."""
+    done = subprocess.run(
+        [sys.executable, "-m", "markindex_core", "--help"],
+        cwd=REPO_ROOT,
+        env={**os.environ, "COLUMNS": "100"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    text = done.stdout
+    examples = text.split("examples:\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    commands = [e.split()[1] for e in examples]
+    assert commands[:2] == ["index", "search"] and "tui" in commands and "mcp" in commands, text
+    assert all(e.startswith("  markindex ") for e in examples), text
+    statuses = text.split("Exit status:", 1)[1]
+    assert all(f"{n} " in statuses for n in (0, 1, 2, 130)), text
+    assert "COMMAND --help" in " ".join(text.split()), text
+
+
 @pytest.mark.parametrize(
     "argv",
     [
