@@ -44,7 +44,8 @@ def register(sub: Subparsers) -> None:
                 "markindex mcp /abs/path/to/docs --transport streamable-http --port 8765",
             ],
             "0 when the server stopped (stdin closed, SIGINT); 1 when it could not start (no "
-            "such folder, a folder with no Markdown and no index, a port in use).",
+            "such folder, a folder with no Markdown and no index, the index of another "
+            "library, a port in use).",
         ),
     )
     add_library_args(p, json_help=LOG_JSON_HELP)
@@ -207,7 +208,8 @@ def cmd_mcp(args: argparse.Namespace) -> int:
 
     if not stdio:
         _check_listen(args.host, args.port)
-    lib = open_library(args)
+    # Another library's index would fail every tool call: refused here, as a wrong folder is.
+    lib = open_library(args, own_index=True)
     _refuse_empty_library(lib)
     if args.watch:
         return _run_watch(lib, args)

@@ -5,6 +5,8 @@ inside the library) is served; an index another version rewrote in place is name
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import apsw
@@ -77,3 +79,21 @@ def test_an_index_changed_in_place_by_another_version_is_named(sample_library: P
         assert env["code"] == "INDEX_MISSING", env
         assert f"format {SCHEMA_VERSION + 1}" in env["error"]
     lib.close()
+
+
+def test_mcp_refuses_to_start_on_another_librarys_index(tmp_path: Path) -> None:
+    """`markindex mcp B --db a.db` started and served, every tool answering OTHER_LIBRARY, so
+    an MCP host showed a working server whose tools all failed (where `daemon` refused at
+    once). It now exits 1 at start with the one-line OTHER_LIBRARY error and its hint, as a
+    wrong folder is refused."""
+    _, b, db = _two_libraries(tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-m", "markindex_core", "mcp", str(b), "--db", str(db)],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 1 and done.stdout == "", done.stdout
+    assert f"{db} is the index of the library" in done.stderr, done.stderr
+    assert "--rebuild" in done.stderr and "Traceback" not in done.stderr
