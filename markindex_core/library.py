@@ -20,6 +20,7 @@ from markindex_core.config import (
     SEARCH_DEFAULT_LIMIT,
 )
 from markindex_core.errors import (
+    IndexMissing,
     IndexReplaced,
     InvalidArgument,
     LibraryNotFound,
@@ -140,6 +141,20 @@ class Library:
         # Set by a live index in this process: told when a read meets damage, so it rebuilds the
         # index (otherwise it would find out only at a write there, or its daily check).
         self.on_damage: Callable[[str], None] | None = None
+
+    def build_hint(self) -> str:
+        """The command that builds the missing index of this library (with its --db); where the
+        index folder cannot be made, with --db FILE, since the plain command would fail."""
+        command = f"markindex index {shlex.quote(str(self.root))}"
+        if self.db_path != default_db_path(self.root):
+            return f"run `{command} --db {shlex.quote(str(self.db_path))}` to build it"
+        folder = _nearest(self.db_path.parent)
+        if not os.access(folder, os.W_OK):
+            return (
+                f"the folder {folder} is read-only: run `{command} --db FILE` to build the "
+                "index in a writable place, and pass the same --db to every command"
+            )
+        return f"run `{command}` to build it"
 
     # ----- writing ----------------------------------------------------------------------------
     def ensure_db_dir(self) -> None:
@@ -368,7 +383,12 @@ class Library:
             return reader
         if reader is not None:
             self._forget(reader)
-        reader = _Reader(self.db_path)  # raises IndexMissing when the file is gone
+        try:
+            reader = _Reader(self.db_path)
+        except IndexMissing as exc:
+            if self.db_path.exists():  # an empty file, another schema: its own hint holds
+                raise
+            raise IndexMissing(exc.message, self.build_hint()) from None
         with self._readers_lock:
             ended = [r for r in self._readers if not r.thread.is_alive()]
             self._readers = [r for r in self._readers if r.thread.is_alive()]

@@ -28,8 +28,6 @@ from markindex_core.config import (
 )
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from rich.console import Console
 
 
@@ -176,7 +174,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     out = console(highlight=False)
     _print_index(out, st)
     if not st["indexed"] and not st["error"]:
-        out.print(_escape(_build_hint(lib.root, lib.db_path, args.db is not None)))
+        out.print(_escape(lib.build_hint()))
     _print_daemon(out, st)
     _print_skipped(out, st["skipped"])
     return code
@@ -189,26 +187,6 @@ def _escape(text: str) -> str:
     from markindex_core.text.safe import printable
 
     return escape_markup(printable(text))
-
-
-def _build_hint(root: Path, db: Path, db_given: bool) -> str:
-    """The command that builds the missing index; where its folder cannot be made, with --db
-    (without it, that command would fail)."""
-    import os
-    import shlex
-
-    command = f"markindex index {shlex.quote(str(root))}"
-    if db_given:
-        return f"run `{command} --db {shlex.quote(str(db))}` to build it"
-    folder = db.parent
-    while not folder.exists() and folder != folder.parent:
-        folder = folder.parent
-    if not os.access(folder, os.W_OK):
-        return (
-            f"the folder {folder} is read-only: run `{command} --db FILE` to build the index "
-            "in a writable place, and pass the same --db to every command"
-        )
-    return f"run `{command}` to build it"
 
 
 def _print_index(out: Console, st: dict[str, Any]) -> None:

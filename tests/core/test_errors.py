@@ -138,6 +138,23 @@ def test_status_of_a_library_without_index_says_how_to_build_one(shared_tmp: Pat
     assert f"run `markindex index {root} --db {db}` to build it" in done.stdout, done.stdout
 
 
+def test_no_index_yet_names_the_command_that_builds_it(shared_tmp: Path) -> None:
+    """`search`, `tree`, `links` … on a library never indexed said 'run `markindex index ROOT`
+    first (or pass --db FILE)': ROOT to fill in, the --db given left out, and for a read-only
+    library a command that fails. The hint is now the command to run for this library (and
+    this --db), with --db FILE where the index folder cannot be made."""
+    root = make_library(shared_tmp / "lib")  # root's: read-only for nobody
+    search = [sys.executable, "-m", "markindex_core", "search", str(root), "words"]
+    line = one_clear_line(run_child(search).stderr)
+    assert f"run `markindex index {root}` to build it" in line, line
+    db = shared_tmp / "elsewhere" / "index.db"
+    line = one_clear_line(run_child([*search, "--db", str(db)]).stderr)
+    assert f"run `markindex index {root} --db {db}` to build it" in line, line
+    line = one_clear_line(run_child(search, nobody=True).stderr)
+    assert f"the folder {root} is read-only" in line, line
+    assert f"markindex index {root} --db FILE" in line, line
+
+
 def test_unreadable_folders_keep_their_documents_in_the_index(shared_tmp: Path) -> None:
     """A folder that can't be listed says nothing about the documents in it: they stay indexed.
     When the library folder itself can't be listed the run fails and changes nothing."""
