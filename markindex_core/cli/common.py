@@ -8,6 +8,7 @@ import io
 import json
 import os
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -223,12 +224,32 @@ def library_relative(path: str | None) -> str | None:
     return None if path is None else clean_relative(path)
 
 
-def find_document(lib: Library, raw: str) -> dict[str, Any]:
-    """The document DOC names (`./a.md`, or the other Unicode normalization, finds it), or
-    NOT_FOUND with similar paths: what `tree` and `links` look a DOC up with."""
+def on_disk_relative(lib: Library, raw: str) -> str | None:
+    """What `raw` names relative to ROOT when read as a path on disk (absolute, or from the
+    working directory, as the shell completes it: `docs/guides/a.md`); None outside ROOT."""
+    path = Path(raw).expanduser()
+    if not path.is_absolute() and not path.exists():
+        return None
+    try:
+        return library_relative(path.resolve().relative_to(lib.root).as_posix())
+    except (ValueError, OSError):
+        return None
+
+
+def find_document(lib: Library, raw: str) -> dict[str, Any] | None:
+    """The document DOC names, or None: a path relative to ROOT (`./a.md`, or the other
+    Unicode normalization, finds it), else a path on disk inside ROOT."""
+    doc = lib.document(library_relative(raw) or raw)
+    if doc is None and (rel := on_disk_relative(lib, raw)):
+        doc = lib.document(rel)
+    return doc
+
+
+def require_document(lib: Library, raw: str) -> dict[str, Any]:
+    """The document DOC names, or NOT_FOUND with similar paths (see `find_document`)."""
     from markindex_core.store.suggest import unknown_document
 
-    doc = lib.document(library_relative(raw) or raw)
+    doc = find_document(lib, raw)
     if doc is None:
         raise unknown_document(lib.store, raw)
     return doc

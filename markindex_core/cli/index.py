@@ -12,10 +12,10 @@ from markindex_core.cli.common import (
     add_model_server_args,
     console,
     emit_json,
-    find_document,
     help_epilog,
     int_between,
     open_library,
+    require_document,
 )
 from markindex_core.config import CLI_PROGRESS_PATH_CHARS, SUMMARY_CONCURRENCY
 
@@ -278,7 +278,7 @@ def cmd_tree(args: argparse.Namespace) -> int:
     from markindex_core.store.outline import nest
 
     lib = open_library(args, own_index=True)
-    doc = find_document(lib, args.doc)
+    doc = require_document(lib, args.doc)
     outline = nest(lib.store.nodes(doc["id"]), depth=args.depth)
     if args.json:
         emit_json(

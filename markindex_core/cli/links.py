@@ -14,6 +14,7 @@ from markindex_core.cli.common import (
     help_epilog,
     library_relative,
     open_library,
+    require_document,
 )
 
 if TYPE_CHECKING:
@@ -70,7 +71,7 @@ def cmd_links(args: argparse.Namespace) -> int:
 
     lib = open_library(args, own_index=True)
     if args.doc:
-        doc = find_document(lib, args.doc)
+        doc = require_document(lib, args.doc)
         rows = lib.store.links_from(doc["id"])
         missing = missing_anchors(lib.store, ((r["target"], r["anchor"]) for r in rows))
         for r in rows:
@@ -146,7 +147,7 @@ def cmd_backlinks(args: argparse.Namespace) -> int:
 
     lib = open_library(args, own_index=True)
     wanted = library_relative(args.doc) or args.doc  # `./a.md` is `a.md`, as everywhere
-    doc = lib.document(wanted)
+    doc = find_document(lib, args.doc)
     path = doc["path"] if doc is not None else wanted
     rows = lib.store.links_to(path)
     if doc is None and not rows:  # a missing document that nothing links to: a typo, say so

@@ -12,7 +12,9 @@ from markindex_core.cli.common import (
     help_epilog,
     int_between,
     library_relative,
+    on_disk_relative,
     open_library,
+    require_document,
 )
 from markindex_core.config import SEARCH_DEFAULT_LIMIT, SEARCH_MAX_LIMIT
 
@@ -49,18 +51,17 @@ def register(sub: Subparsers) -> None:
 
 def cmd_search(args: argparse.Namespace) -> int:
     from markindex_core.errors import LibraryNotFound
-    from markindex_core.store.suggest import unknown_document
 
     lib = open_library(args, own_index=True)
-    doc, folder = library_relative(args.doc), library_relative(args.folder)
+    doc, folder = None, library_relative(args.folder)
     # An unknown scope is said as such, with suggestions, not as "nothing matched".
-    if doc is not None:
-        found = lib.document(doc)
-        if found is None:
-            raise unknown_document(lib.store, doc)
-        doc = str(found["path"])  # as stored (its Unicode normalization may differ)
+    if args.doc is not None:
+        # as stored (its Unicode normalization may differ)
+        doc = str(require_document(lib, args.doc)["path"])
     if folder:
         stored = lib.store.lookup_folder(folder)  # its Unicode normalization may differ
+        if stored is None and (on_disk := on_disk_relative(lib, args.folder)):
+            stored = lib.store.lookup_folder(on_disk)  # as the shell completed it
         if stored is None:
             raise LibraryNotFound(
                 f"no folder {folder!r} with documents in this library",

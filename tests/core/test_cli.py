@@ -94,6 +94,32 @@ def test_a_folder_without_markdown_is_said(
     assert "added 1" in out and "no Markdown file" not in err
 
 
+def test_doc_and_folder_given_as_the_shell_completes_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A document or folder typed with tab completion (`docs/guides/doc0.md` from the folder
+    above the library, or an absolute path) was 'no document … in this library', as only
+    paths relative to ROOT were taken. A path that names a file or folder inside ROOT on
+    disk is now taken as what it names; ROOT-relative paths still come first."""
+    root = make_library(tmp_path / "docs", 8)
+    db = str(tmp_path / "index.db")
+    assert run(capsys, "index", str(root), "--db", db)[0] == 0
+    monkeypatch.chdir(tmp_path)
+    for doc in ("docs/guides/doc0.md", str(root / "guides" / "doc0.md")):
+        code, out, err = run(capsys, "tree", "docs", doc, "--db", db, "--json")
+        assert code == 0 and json.loads(out)["path"] == "guides/doc0.md", err
+        code, out, err = run(capsys, "links", "docs", doc, "--db", db, "--json")
+        assert code == 0 and json.loads(out)["path"] == "guides/doc0.md", err
+        code, out, err = run(capsys, "backlinks", "docs", doc, "--db", db, "--json")
+        assert code == 0 and json.loads(out)["path"] == "guides/doc0.md", err
+        code, out, err = run(capsys, "search", "docs", "words", "--doc", doc, "--db", db, "--json")
+        assert code == 0, err
+        assert {h["doc_path"] for h in json.loads(out)["hits"]} == {"guides/doc0.md"}
+    code, out, err = run(capsys, "search", "docs", "words", "--folder", "docs/laws", "--db", db)
+    assert code == 0 and "laws/cn/" in out, err
+    assert run(capsys, "tree", "docs", "docs/nope.md", "--db", db)[0] == 1  # still a typo
+
+
 def _check_spans(entries: list[dict[str, Any]], lo: int, hi: int) -> int:
     """Entries tile lo..hi; each spans its own lines then its children's."""
     expected = lo
