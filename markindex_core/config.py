@@ -96,6 +96,7 @@ MIN_RANKED_WORDS = 3  # … but always at least this many words
 STRICT_ENOUGH = 3  # fewer strict hits than this triggers the relaxed pass
 MAX_QUERY_GROUPS = 32
 SNIPPET_CHARS = 200
+SNIPPET_WORD_SLACK = 20  # a snippet cut inside a word moves this far at most, to a space
 NODE_SHARE = 0.3  # weight of the node's own BM25 (title 10, keyItems 5, …) next to the passage's
 PASSAGES_PER_NODE = 3  # a long section may answer with up to this many separate passages
 EXPAND_RATIO = 0.85  # a neighbouring passage scoring this close joins the evidence …

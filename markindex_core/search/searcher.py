@@ -32,6 +32,7 @@ from markindex_core.config import (
     SEARCH_DEFAULT_LIMIT,
     SEARCH_MAX_LIMIT,
     SNIPPET_CHARS,
+    SNIPPET_WORD_SLACK,
     STRICT_ENOUGH,
     TERM_RARITY_CACHE,
 )
@@ -559,8 +560,16 @@ def make_snippet(text: str, terms: list[str], width: int = SNIPPET_CHARS) -> str
     if len(low) != len(flat):  # folding changed lengths (`ﷺ`, `㍿`): find `at` in `flat`
         at = _original_offset(flat, at)
     start = max(0, at - width // 4)
-    piece = flat[start : start + width]
-    return ("…" if start else "") + piece + ("…" if start + width < len(flat) else "")
+    end = min(len(flat), start + width)
+    # A cut inside a word moves to the space beside it, so no end reads as a typo; text
+    # without spaces nearby (Chinese, a long identifier) is cut where it is.
+    if start and flat[start - 1] != " ":
+        space = flat.find(" ", start, min(at, start + SNIPPET_WORD_SLACK))
+        start = space + 1 if space != -1 else start
+    if end < len(flat) and flat[end] != " ":
+        space = flat.rfind(" ", max(at + 1, end - SNIPPET_WORD_SLACK), end)
+        end = space if space != -1 else end
+    return ("…" if start else "") + flat[start:end] + ("…" if end < len(flat) else "")
 
 
 def _original_offset(text: str, folded_at: int) -> int:

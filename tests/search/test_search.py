@@ -320,6 +320,29 @@ def test_the_snippet_shows_the_match_after_text_that_nfkc_lengthens(
     lib.close()
 
 
+def test_a_snippet_starts_and_ends_on_whole_words(tmp_path: Path) -> None:
+    """A snippet cut out of a long paragraph began and ended inside words ('…und the world',
+    'the end of WatchList stre…'), so its first and last words read as typos. A cut in the
+    middle of a word now moves to the space next to it; Chinese, which has no spaces, is cut
+    where it is."""
+    root = tmp_path / "lib"
+    root.mkdir()
+    words = [f"word{i:03d}" for i in range(120)]
+    words[60] = "qwertyzap"
+    (root / "en.md").write_text("# En\n\n" + " ".join(words) + "\n", "utf-8")
+    (root / "zh.md").write_text(
+        "# Zh\n\n" + "数据处理" * 40 + "星际航行" + "数据处理" * 40, "utf-8"
+    )
+    lib = Library(root, tmp_path / "index.db")
+    lib.index()
+    snippet = lib.search("qwertyzap").hits[0].snippet
+    assert snippet.startswith("…") and snippet.endswith("…") and "qwertyzap" in snippet
+    assert all(w in words for w in snippet.strip("…").split()), snippet
+    chinese = lib.search("星际航行").hits[0].snippet
+    assert "星际航行" in chinese and len(chinese.strip("…")) >= 150, chinese
+    lib.close()
+
+
 def test_the_python_api_takes_a_scope_as_the_tools_do(tmp_path: Path) -> None:
     """`Library.search` found nothing for `folder="./specs"`, `folder="."`, `a//b` or a name
     typed in the other Unicode normalization than the file system's (macOS writes NFD), where
