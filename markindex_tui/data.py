@@ -11,7 +11,11 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Literal
 
+import apsw
+
 from markindex_core.config import DESCRIPTION_PREVIEW_CHARS, TOOL_TITLE_CHARS
+from markindex_core.errors import MarkindexError
+from markindex_core.index.drift import folder_drift
 from markindex_core.library import Library
 from markindex_core.serve.status import daemon_warning, read_status
 from markindex_core.store.runs import unfinished_warning
@@ -261,6 +265,25 @@ def status(lib: Library) -> Status:
         stale=stale,
         unfinished=unfinished_warning(run) if run else None,
     )
+
+
+def folder_changes(lib: Library) -> str | None:
+    """How the folder differs from an index no daemon keeps live, in a few words for the
+    status line (`index.drift.folder_drift`: a stat of every file), or None when it matches."""
+    try:
+        drift = folder_drift(lib.root, lib.store)
+    except (MarkindexError, apsw.Error, OSError):  # no usable index: the status line says so
+        return None
+    if drift is None or not drift.count:
+        return None
+    parts = [
+        (len(drift.changed), "changed"),
+        (len(drift.added), "new"),
+        (len(drift.removed), "gone"),
+    ]
+    said = ", ".join(f"{n} {word}" for n, word in parts if n)
+    files = "file" if drift.count == 1 else "files"
+    return f"{said} on disk since indexed ({drift.count} {files}: i updates)"
 
 
 def age(seconds_ago: float) -> str:

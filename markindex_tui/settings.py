@@ -4,6 +4,7 @@ from __future__ import annotations
 
 TUI_POLL_SECONDS = 1.0  # how often the app checks PRAGMA data_version for commits by others
 TUI_WRITER_POLL_SECONDS = 2.0  # how often it checks whether a daemon holds the writer lock
+TUI_DRIFT_POLL_SECONDS = 30.0  # how often, with no daemon, it compares the folder with the index
 TUI_SEARCH_PAUSE_SECONDS = 0.15  # typing pause before a live search runs
 TUI_SEARCH_LIMIT = 30
 TUI_PREVIEW_MAX_LINES = 300  # preview window; the next one loads as the reader scrolls down

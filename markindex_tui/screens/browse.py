@@ -26,7 +26,11 @@ from markindex_tui.data import DocMeta, Ref
 from markindex_tui.failures import report_failure
 from markindex_tui.screens.build import BuildStopped, stop_when_cancelled
 from markindex_tui.screens.search import SearchScreen, scopes_for
-from markindex_tui.settings import TUI_POLL_SECONDS, TUI_WRITER_POLL_SECONDS
+from markindex_tui.settings import (
+    TUI_DRIFT_POLL_SECONDS,
+    TUI_POLL_SECONDS,
+    TUI_WRITER_POLL_SECONDS,
+)
 from markindex_tui.widgets.doc_info import DocInfoPanel
 from markindex_tui.widgets.folder_view import FolderView
 from markindex_tui.widgets.library_tree import Entry, LibraryTree
@@ -92,6 +96,8 @@ class BrowseScreen(Screen[None]):
         self.refresh_status()
         self.set_interval(TUI_POLL_SECONDS, self._poll_index, name="poll-index")
         self.set_interval(TUI_WRITER_POLL_SECONDS, self.refresh_status, name="poll-writer")
+        self.refresh_changes()
+        self.set_interval(TUI_DRIFT_POLL_SECONDS, self.refresh_changes, name="poll-folder")
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         report_failure(self, event)  # (the message does not bubble to the app)
@@ -272,12 +278,22 @@ class BrowseScreen(Screen[None]):
         tree = self.query_one(LibraryTree)
         await tree.reload()
         self.refresh_status()
+        self.refresh_changes()
         ref = tree.selected_ref()
         if ref is not None:
             self.load_preview(ref, keep_scroll=True)
 
     def action_reload(self) -> None:
         self.refresh_index()
+
+    @work(exclusive=True, group="folder-changes", exit_on_error=False)
+    async def refresh_changes(self) -> None:
+        """With no daemon and no watcher, compare the folder with the index (a stat of every
+        file, in a thread) for the status line: a static index behind its folder says so."""
+        bar = self.query_one(StatusBar)
+        live = self.mapp.watcher is not None or (bar.status and bar.status.writer != "none")
+        changes = None if live else await asyncio.to_thread(data.folder_changes, self.mapp.lib)
+        bar.set_changes(changes)
 
     @work(exclusive=True, group="status", exit_on_error=False)
     async def refresh_status(self) -> None:

@@ -11,7 +11,9 @@ from markindex_core.text.safe import printable
 from markindex_tui.data import Status, age
 
 
-def render_status(name: str, s: Status, now: float, watching: str) -> Text:
+def render_status(
+    name: str, s: Status, now: float, watching: str, changes: str | None = None
+) -> Text:
     text = Text.assemble((f" {name} ", "bold"))
     if s.error is not None:
         text.append("· index unusable", style="bold red")
@@ -30,6 +32,8 @@ def render_status(name: str, s: Status, now: float, watching: str) -> Text:
         text.append(f" · {printable(s.stale)}", style="yellow")
     elif s.unfinished is not None and not watching:
         text.append(f" · {printable(s.unfinished)}", style="yellow")
+    elif changes is not None and not watching and s.writer == "none":
+        text.append(f" · {changes}", style="yellow")
     return text
 
 
@@ -67,6 +71,7 @@ class StatusBar(Static):
         self.clock = clock
         self.status: Status | None = None
         self.watching = ""
+        self.changes: str | None = None  # how the folder differs from a static index
 
     def set_status(self, status: Status | None = None, *, watching: str | None = None) -> None:
         if status is not None:
@@ -74,4 +79,10 @@ class StatusBar(Static):
         if watching is not None:
             self.watching = watching
         if self.status is not None:
-            self.update(render_status(self.lib_name, self.status, self.clock(), self.watching))
+            self.update(
+                render_status(self.lib_name, self.status, self.clock(), self.watching, self.changes)
+            )
+
+    def set_changes(self, changes: str | None) -> None:
+        self.changes = changes
+        self.set_status()

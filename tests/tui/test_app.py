@@ -481,3 +481,26 @@ async def test_a_narrow_search_box_still_says_why_nothing_was_found(
         await pilot.pause()
         text = on_screen(app)
         assert "0 results" in text and "nothing matched" in text and "language" in text, text
+
+
+async def test_a_static_index_behind_its_folder_says_so_in_the_status_line(tmp_path: Path) -> None:
+    """With no daemon, the status line compares the folder with the index (every
+    TUI_DRIFT_POLL_SECONDS, and when the index changes) and says what `i` would bring in."""
+    root = tmp_path / "lib"
+    root.mkdir()
+    (root / "a.md").write_text("# A\n\nalpha\n", encoding="utf-8")
+    (root / "b.md").write_text("# B\n\nbravo\n", encoding="utf-8")
+    Library(root).index()
+    (root / "a.md").write_text("# A\n\nalpha, edited since\n", encoding="utf-8")
+    (root / "c.md").write_text("# C\n\ncharlie\n", encoding="utf-8")
+    app = make_app(root)
+    async with app.run_test(size=(160, 24)) as pilot:
+        await settle(pilot)
+        bar = app.screen.query_one(StatusBar)
+        await wait_until(pilot, lambda: bar.changes is not None)
+        text = str(bar.render())
+        assert "1 changed, 1 new on disk since indexed (2 files: i updates)" in text, text
+        await pilot.press("i")
+        await wait_until(pilot, lambda: bar.status is not None and bar.status.documents == 3)
+        await wait_until(pilot, lambda: bar.changes is None)
+        assert "on disk since indexed" not in str(bar.render())
