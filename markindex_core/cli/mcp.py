@@ -257,7 +257,6 @@ def _run_watch(lib: Library, args: argparse.Namespace) -> int:
     """`--watch`: the daemon's live index with MCP over stdio in the same process."""
     from markindex_core.serve.daemon import run_daemon
 
-    lib.check_target()  # as `daemon` does: another library's index is not reconciled into
     run_daemon(
         lib, ignore=args.ignore, setext=args.setext, poll=False, quiet_ms=None, serve_mcp=True
     )
