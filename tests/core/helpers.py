@@ -239,3 +239,16 @@ def many_words(n: int, sections: int = 40) -> str:
             lines.append(" ".join(f"w{n}x{s}x{i} common" for i in range(j, j + 12)))
         lines.append("")
     return "\n".join(lines)
+
+
+def two_libraries(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """Libraries A and B of one document each, and A's index (`a.db`): for the cases where B is
+    served or watched with A's index."""
+    from markindex_core.library import Library
+
+    a, b = tmp_path / "A", tmp_path / "B"
+    for root, name in ((a, "a.md"), (b, "b.md")):
+        write(root, name, "# Doc\n\nwords\n")
+    db = tmp_path / "a.db"
+    Library(a, db).index()
+    return a, b, db

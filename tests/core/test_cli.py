@@ -515,17 +515,7 @@ def test_every_help_shows_examples_and_exit_status(command: str) -> None:
     (tree, links, backlinks, retrieve, eval, mcp, daemon, tui), and `mcp --json` claimed to
     'print machine-readable JSON' where stdout is the MCP wire. Each help now ends with
     examples kept one per line and the exit statuses, and says what --json does there."""
-    done = subprocess.run(
-        [sys.executable, "-m", "markindex_core", command, "--help"],
-        cwd=REPO_ROOT,
-        env={**os.environ, "COLUMNS": "100"},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 0, done.stderr
-    text = done.stdout
-    examples = text.split("examples:\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    text, examples = _help(command)
     assert examples and all(e.startswith(f"  markindex {command} ") for e in examples), text
     flat = " ".join(text.split())  # where a line wraps is not the point
     assert "exit status: 0 " in flat.lower() and "2 " in flat.split("xit status", 1)[1], text
@@ -537,8 +527,19 @@ def test_top_level_help_shows_a_start_and_the_exit_statuses() -> None:
     """`markindex --help`, the first thing a new user runs, listed the commands but no example
     of how to start and no exit status, where every command's own help has both. It now ends
     with the first commands to run and the exit statuses all commands share."""
+    text, examples = _help()
+    commands = [e.split()[1] for e in examples]
+    assert commands[:2] == ["index", "search"] and "tui" in commands and "mcp" in commands, text
+    assert all(e.startswith("  markindex ") for e in examples), text
+    statuses = text.split("Exit status:", 1)[1]
+    assert all(f"{n} " in statuses for n in (0, 1, 2, 130)), text
+    assert "COMMAND --help" in " ".join(text.split()), text
+
+
+def _help(*command: str) -> tuple[str, list[str]]:
+    """`markindex [COMMAND] --help` at 100 columns: its text and its example lines."""
     done = subprocess.run(
-        [sys.executable, "-m", "markindex_core", "--help"],
+        [sys.executable, "-m", "markindex_core", *command, "--help"],
         cwd=REPO_ROOT,
         env={**os.environ, "COLUMNS": "100"},
         capture_output=True,
@@ -546,14 +547,8 @@ def test_top_level_help_shows_a_start_and_the_exit_statuses() -> None:
         timeout=60,
     )
     assert done.returncode == 0, done.stderr
-    text = done.stdout
-    examples = text.split("examples:\n", 1)[1].split("\n\n", 1)[0].splitlines()
-    commands = [e.split()[1] for e in examples]
-    assert commands[:2] == ["index", "search"] and "tui" in commands and "mcp" in commands, text
-    assert all(e.startswith("  markindex ") for e in examples), text
-    statuses = text.split("Exit status:", 1)[1]
-    assert all(f"{n} " in statuses for n in (0, 1, 2, 130)), text
-    assert "COMMAND --help" in " ".join(text.split()), text
+    examples = done.stdout.split("examples:\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    return done.stdout, examples
 
 
 @pytest.mark.parametrize(

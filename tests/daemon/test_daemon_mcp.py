@@ -17,6 +17,7 @@ from mcp import Client, StdioServerParameters
 
 from markindex_core.library import Library
 from markindex_core.serve.status import read_status_file
+from tests.core.helpers import two_libraries
 
 from .helpers import wait_for
 from .workload import Workload
@@ -346,12 +347,7 @@ def test_watch_refuses_the_index_of_another_library(tmp_path: Path) -> None:
     it). It is refused the same way now, and A's index is left whole."""
     from markindex_core.store.db import Store
 
-    a, b = tmp_path / "A", tmp_path / "B"
-    for root, name in ((a, "a.md"), (b, "b.md")):
-        root.mkdir()
-        (root / name).write_text("# Doc\n\nwords\n", encoding="utf-8")
-    db = tmp_path / "a.db"
-    Library(a, db).index()
+    _, b, db = two_libraries(tmp_path)
     done = subprocess.run(
         [sys.executable, "-m", "markindex_core", "mcp", str(b), "--db", str(db), "--watch"],
         capture_output=True,

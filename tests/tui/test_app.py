@@ -23,6 +23,7 @@ from markindex_tui.testing import SIZE, make_app, settle, wait_until
 from markindex_tui.widgets.library_tree import LibraryTree
 from markindex_tui.widgets.lines_view import LinesView
 from markindex_tui.widgets.status_bar import StatusBar
+from tests.core.helpers import two_libraries
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -330,12 +331,7 @@ async def test_watch_never_reconciles_this_library_into_anothers_index(tmp_path:
     """`tui B --db a.db --watch`, a.db being library A's index: the app's watcher reconciled B
     into it, removing every document of A without a word. The watcher now stops and says why
     (as `daemon` and `index` refuse such an index), and A's index is left whole."""
-    a, b = tmp_path / "A", tmp_path / "B"
-    for root, name in ((a, "a.md"), (b, "b.md")):
-        root.mkdir()
-        (root / name).write_text("# Doc\n\nwords\n", encoding="utf-8")
-    db = tmp_path / "a.db"
-    Library(a, db).index()
+    a, b, db = two_libraries(tmp_path)
     app = make_app(b, db, watch=True)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
