@@ -18,6 +18,9 @@ from markindex_core.cli.common import (
 )
 from markindex_core.config import SEARCH_DEFAULT_LIMIT, SEARCH_MAX_LIMIT
 
+# Section and snippet sit this far in, under the score column of the citation line.
+_INDENT = 8
+
 
 def register(sub: Subparsers) -> None:
     p = sub.add_parser(
@@ -81,7 +84,6 @@ def cmd_search(args: argparse.Namespace) -> int:
         return 0 if result.hits else 1
     import re
 
-    from rich.padding import Padding
     from rich.text import Text
 
     from markindex_core.text.safe import printable
@@ -107,8 +109,12 @@ def cmd_search(args: argparse.Namespace) -> int:
         if words is not None:
             snippet.highlight_regex(words, style="bold yellow")
         body.append_text(snippet)
-        gap = 1 if i < len(result.hits) - 1 else 0
-        out.print(Padding(body, (0, 0, gap, 8)), soft_wrap=False)  # wrapped, as a table was
+        # Wrapped under the citation, as a table was; no line ends in padding (pipes, diffs).
+        for line in body.wrap(out, max(20, out.width - _INDENT)):
+            line.rstrip()
+            out.print(Text(" " * _INDENT).append_text(line), soft_wrap=True)
+        if i < len(result.hits) - 1:
+            out.print()
     n = len(result.hits)
     out.print(
         f"[dim]{n} result{'' if n == 1 else 's'}, {result.mode}, {result.elapsed_ms:.1f} ms[/]"

@@ -455,7 +455,8 @@ def test_search_prints_each_citation_whole_on_one_line(tmp_path: Path, columns: 
     """In a pipe (80 columns) or a narrow terminal, `search` folded a long citation inside its
     table cell (`…/the-document-with-a-lo │` then `│ ng-name.md, L1-3]`), so neither copying it
     nor `grep` gave it back whole. Each hit now starts with its citation on a line of its own,
-    never folded by markindex (a terminal wraps it softly), and section and snippet follow."""
+    never folded by markindex (a terminal wraps it softly), and section and snippet follow,
+    indented, with no trailing spaces."""
     root = tmp_path / "lib"
     deep = "a-rather-long-folder-name/another-long-sub-folder/the-document-with-a-long-name.md"
     write(root, deep, "# Deep\n\nzqunique words here, and more words after them.\n")
@@ -470,6 +471,10 @@ def test_search_prints_each_citation_whole_on_one_line(tmp_path: Path, columns: 
         assert any(citation in line for line in lines), found.stdout
     words = " ".join(found.stdout.split())
     assert "Deep" in words and "zqunique words here, and more words after them." in words, words
+    # Section and snippet lines are indented under the citation and never padded to the width
+    # with trailing spaces (they were: a diff or `grep ' $'` of the output showed every line).
+    assert not [line for line in lines if line != line.rstrip()], found.stdout
+    assert any(line.startswith(" " * 8 + "Deep") for line in lines), found.stdout
 
 
 def test_tree_into_a_pipe_shows_every_line_range(tmp_path: Path) -> None:
