@@ -114,6 +114,9 @@ def _run(words: list[str]) -> int:
 
     tolerant_stdout()
     parser = build_parser(json_errors="--json" in words)
+    if not words:  # `markindex` alone: what it does and how to start, not a usage error
+        parser.print_help(sys.stderr)
+        return 2
     args = parser.parse_args(words)
     func: Callable[[argparse.Namespace], int] = args.func
     from markindex_core.logs import setup_logging

@@ -541,6 +541,15 @@ def test_top_level_help_shows_a_start_and_the_exit_statuses() -> None:
     assert "COMMAND --help" in " ".join(text.split()), text
 
 
+def test_markindex_alone_shows_how_to_start(capsys: pytest.CaptureFixture[str]) -> None:
+    """`markindex` with no command printed only argparse's 'the following arguments are
+    required: COMMAND'. It now prints the whole help, examples included, on stderr, and still
+    exits 2 (a usage error), so a script that forgot the command fails as before."""
+    code, out, err = run(capsys)
+    assert code == 2 and out == "", out
+    assert "markindex index" in err and "Exit status:" in err and "required" not in err, err
+
+
 def _help(*command: str) -> tuple[str, list[str]]:
     """`markindex [COMMAND] --help` at 100 columns: its text and its example lines."""
     done = subprocess.run(
