@@ -142,12 +142,20 @@ class Library:
         # index (otherwise it would find out only at a write there, or its daily check).
         self.on_damage: Callable[[str], None] | None = None
 
+    def command(self, name: str = "index") -> str:
+        """`markindex NAME` for this library and this index, as a hint names it: the user's
+        own folder and --db, never a placeholder to fill in."""
+        command = f"markindex {name} {shlex.quote(str(self.root))}"
+        if self.db_path != default_db_path(self.root):
+            command += f" --db {shlex.quote(str(self.db_path))}"
+        return command
+
     def build_hint(self) -> str:
         """The command that builds the missing index of this library (with its --db); where the
         index folder cannot be made, with --db FILE, since the plain command would fail."""
-        command = f"markindex index {shlex.quote(str(self.root))}"
+        command = self.command()
         if self.db_path != default_db_path(self.root):
-            return f"run `{command} --db {shlex.quote(str(self.db_path))}` to build it"
+            return f"run `{command}` to build it"
         folder = _nearest(self.db_path.parent)
         if not os.access(folder, os.W_OK):
             return (
@@ -326,7 +334,7 @@ class Library:
         return IndexReplaced(
             f"the index {self.db_path} was deleted or replaced while this run wrote it:"
             " what it wrote is lost",
-            "run `markindex index ROOT` again, and leave the index folder alone while it runs",
+            f"run `{self.command()}` again, and leave the index folder alone while it runs",
         )
 
     def _index(

@@ -251,5 +251,5 @@ def require_document(lib: Library, raw: str) -> dict[str, Any]:
 
     doc = find_document(lib, raw)
     if doc is None:
-        raise unknown_document(lib.store, raw)
+        raise unknown_document(lib.store, raw, lib.command)
     return doc

@@ -151,7 +151,7 @@ def cmd_backlinks(args: argparse.Namespace) -> int:
     path = doc["path"] if doc is not None else wanted
     rows = lib.store.links_to(path)
     if doc is None and not rows:  # a missing document that nothing links to: a typo, say so
-        raise unknown_document(lib.store, args.doc)
+        raise unknown_document(lib.store, args.doc, lib.command)
     if args.json:
         emit_json({"path": path, "backlinks": rows})
         return 0

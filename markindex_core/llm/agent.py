@@ -308,7 +308,7 @@ async def retrieve_async(
         limiter = RateLimiter(rpm, tpm)
     resolved = resolve_model(model, base_url, limiter=limiter) if isinstance(model, str) else model
     if not lib.store.has_documents():  # a missing index raises here, before any model request
-        raise InvalidArgument("the index has no documents", "run `markindex index ROOT` first")
+        raise InvalidArgument("the index has no documents", f"run `{lib.command()}` first")
     spec = model if isinstance(model, str) else getattr(model, "model_name", "")
     run = _Run()
     agent = build_agent(lib, resolved, run)

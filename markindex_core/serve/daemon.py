@@ -1040,7 +1040,7 @@ class Daemon:
             )
             return (
                 f"it was asked to stop with {left}",
-                "run `markindex index ROOT`, or start the daemon again, to bring it up to date",
+                f"run `{self.lib.command()}`, or start the daemon again, to bring it up to date",
             )
         return None, None
 

@@ -513,7 +513,7 @@ async def run_stdio(
         log.warning(
             "stdin closed before any MCP message: stopping (an MCP client starts this command "
             "and talks over stdin; to keep an index live without one, run "
-            "`markindex daemon ROOT --no-mcp`)"
+            f"`{lib.command('daemon')} --no-mcp`)"
         )
 
 

@@ -121,12 +121,12 @@ def disk_full(path: Path, errno_: int = 0) -> DiskFull:
         return DiskFull(
             f"the index {path} reached the file size limit{shown} of this process",
             "raise the limit (`ulimit -f unlimited` in the shell or service that starts "
-            "markindex), then run `markindex index ROOT` again",
+            "markindex), then run the same `markindex index` command again",
         )
     return DiskFull(
         f"no space left to write the index {path}",
-        "free some space on that disk (or pass --db FILE on another disk), then run "
-        "`markindex index ROOT` again",
+        "free some space on that disk (or pass --db FILE on another disk), then run the same "
+        "`markindex index` command again",
     )
 
 
@@ -170,7 +170,7 @@ def os_error(exc: OSError, path: Path) -> MarkindexError:
         )
     return MarkindexError(
         f"indexing stopped: {exc.strerror or exc} ({where})",
-        "check that file and the disk, then run `markindex index ROOT` again",
+        "check that file and the disk, then run the same `markindex index` command again",
     )
 
 
@@ -221,7 +221,7 @@ def open_error(exc: apsw.Error, path: Path, *, readonly: bool, errno_: int = 0) 
         if readonly and isinstance(exc, apsw.ReadOnlyError) and _hot_journal(path):
             return IndexUnusable(
                 f"the index {path} was left half-written by a writer that stopped",
-                "run `markindex index ROOT` once: the next writer rolls it back and goes on",
+                "run `markindex index` on this library once: the next writer rolls it back and goes on",
             )
     if isinstance(exc, apsw.NotADBError) and not sqlite_header(path):
         return IndexUnusable(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import posixpath
+from collections.abc import Callable
 
 from markindex_core.config import SUGGEST_CANDIDATES
 from markindex_core.errors import LibraryNotFound
@@ -39,13 +40,14 @@ def candidate_paths(store: Store, wanted: str) -> list[str]:
     return sorted(near)
 
 
-def unknown_document(store: Store, path: str) -> LibraryNotFound:
-    """A document path given on the command line that the index does not hold."""
+def unknown_document(store: Store, path: str, command: Callable[[str], str]) -> LibraryNotFound:
+    """A document path given on the command line that the index does not hold; `command` names
+    a markindex command with the user's own library and --db (`Library.command`)."""
     hits = similar_paths(candidate_paths(store, path), path)
     hint = (
         ("did you mean: " + ", ".join(hits))
         if hits
-        else "find it with `markindex search ROOT WORDS`, or browse the library with "
-        "`markindex tui ROOT`"
+        else f"find it with `{command('search')} WORDS`, or browse the library with "
+        f"`{command('tui')}`"
     )
     return LibraryNotFound(f"no document {path!r} in this library", hint)

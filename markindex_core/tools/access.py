@@ -31,6 +31,10 @@ class IndexAccess(Protocol):
         """Why a live index in this process is not current (it retries, catches up), or None."""
         ...
 
+    def command(self, name: str = "index") -> str:
+        """`markindex NAME` with this library's folder and --db, for hints."""
+        ...
+
     def report_damage(self, detail: str) -> None:
         """A read met a damaged index: a live index in this process rebuilds it."""
         ...

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+import shlex
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -299,7 +300,7 @@ def _open_store(lib: IndexAccess) -> Store:
             f"this library has no usable index yet: {exc.message}",
             details={"hint": exc.hint},
             next_steps=steps(
-                "an operator must run `markindex index ROOT` (or start the server with "
+                f"an operator must run `{lib.command()}` (or start the server with "
                 "--reindex-on-start); the tools cannot build it"
             ),
         ) from None
@@ -333,7 +334,8 @@ def _require_own_index(lib: IndexAccess, store: Store) -> None:
         details={"indexed_library": owner},
         next_steps=steps(
             "an operator must pass this library's own index with --db, or build one: "
-            "`markindex index ROOT --db FILE`; the tools cannot answer for this library meanwhile"
+            f"`markindex index {shlex.quote(str(lib.root))} --db FILE`; the tools cannot answer "
+            "for this library meanwhile"
         ),
     )
 
@@ -351,10 +353,10 @@ def _require_format(lib: IndexAccess, store: Store) -> None:
         "INDEX_MISSING",
         f"this library has no usable index: it now has format {version}, this markindex "
         f"reads format {SCHEMA_VERSION} (another version of markindex wrote it)",
-        details={"hint": "run `markindex index ROOT` with this version to rebuild it"},
+        details={"hint": f"run `{lib.command()}` with this version to rebuild it"},
         next_steps=steps(
             "an operator must rebuild the index with the markindex version that serves it "
-            "(`markindex index ROOT`), or serve it with the version that wrote it"
+            f"(`{lib.command()}`), or serve it with the version that wrote it"
         ),
     )
 

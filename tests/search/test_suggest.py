@@ -24,7 +24,7 @@ def _library(root: Path) -> Library:
 
 def test_a_near_name_is_suggested(tmp_path: Path) -> None:
     lib = _library(tmp_path / "lib")
-    error = unknown_document(lib.store, "ops/ops-instal.md")
+    error = unknown_document(lib.store, "ops/ops-instal.md", lib.command)
     assert error.hint.startswith("did you mean: ops/ops-install.md"), error.hint
 
 
@@ -45,14 +45,18 @@ def test_a_large_library_compares_a_bounded_set_of_paths(
         "ref/ref-install.md",
         "ref/ref-tuning.md",
     ]
-    assert "did you mean: ref/ref-backup.md" in unknown_document(lib.store, "ref/ref-bakup.md").hint
+    assert "did you mean: ref/ref-backup.md" in unknown_document(lib.store, "ref/ref-bakup.md", lib.command).hint
     assert candidate_paths(lib.store, "zz/100%_x.md") == []  # LIKE wildcards are literal
     monkeypatch.setattr(suggest, "SUGGEST_CANDIDATES", 100)
     assert len(candidate_paths(lib.store, "zz/x.md")) == 15  # a small library: every path
 
 
 def test_without_a_near_name_the_hint_names_commands_that_exist(tmp_path: Path) -> None:
-    """It said to list documents with `markindex tree`, which shows one document's sections."""
+    """It said to list documents with `markindex tree`, which shows one document's sections.
+    The commands name the user's own library and index, not a ROOT placeholder to fill in."""
     lib = _library(tmp_path / "lib")
-    hint = unknown_document(lib.store, "zzz/qqq.md").hint
-    assert "markindex search ROOT" in hint and "markindex tui ROOT" in hint, hint
+    hint = unknown_document(lib.store, "zzz/qqq.md", lib.command).hint
+    assert f"markindex search {lib.root} WORDS" in hint and f"markindex tui {lib.root}`" in hint
+    elsewhere = Library(lib.root, tmp_path / "elsewhere.db")  # --db given: named in the hint
+    hint = unknown_document(lib.store, "zzz/qqq.md", elsewhere.command).hint
+    assert f"markindex tui {lib.root} --db {tmp_path / 'elsewhere.db'}`" in hint, hint
