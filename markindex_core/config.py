@@ -50,6 +50,9 @@ POOL_WAIT_SLICE_S = 0.5  # a run that can be interrupted looks whether to stop t
 RUN_STALL_SECONDS = 600.0
 PARSE_TIMEOUT_S = 120.0  # a parse worker that has not finished a document by then is killed …
 #                        … and the document skipped as timed out (64 MB of Markdown parses in ~30 s)
+# A timeout raised in an in-process parse is lost when it lands in a garbage-collector or weakref
+# callback (CPython prints "Exception ignored" and goes on): it is raised again this often.
+PARSE_RESHOOT_S = 0.25
 PARSE_STUCK_REPORT_S = 30.0  # an in-process parse still running this long after its deadline is
 #                              logged as an error (stuck in native code), and again as often
 WORKER_DEPTH = (

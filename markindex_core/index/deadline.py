@@ -7,21 +7,25 @@ skipped, as a worker's would be. A parse stuck inside one native call (a regex, 
 ends only when that call returns: the watchdog logs it as an error when it does not, so a daemon
 that stops updating says why. A daemon that stops ends a parse the same way (`interrupt`).
 
-The exception is raised once per document and only while that document is parsed: the parsing
-thread arms and disarms under a lock, and withdraws a shot that has not landed yet, so it never
-lands in the code that writes the index.
+The exception is raised only while that document is parsed: the parsing thread arms and disarms
+under a lock, and withdraws a shot that has not landed yet, so it never lands in the code that
+writes the index. A shot can land in a callback the interpreter runs between two bytecodes of the
+parse (the garbage collector's, a weakref's), which swallows it ("Exception ignored") and lets the
+parse go on: the watchdog raises it again every PARSE_RESHOOT_S until the parse ends, and such a
+lost shot is logged at debug level instead of printed as a traceback.
 """
 
 from __future__ import annotations
 
 import ctypes
 import logging
+import sys
 import threading
 import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from markindex_core.config import PARSE_STUCK_REPORT_S, POOL_WAIT_SLICE_S
+from markindex_core.config import PARSE_RESHOOT_S, PARSE_STUCK_REPORT_S, POOL_WAIT_SLICE_S
 
 T = TypeVar("T")
 log = logging.getLogger("markindex.index")
@@ -47,6 +51,33 @@ def _raise_in(thread_id: int, exc: type[BaseException] | None) -> bool:
     return True
 
 
+# The exception types a watchdog has raised in a parse: one of them met by sys.unraisablehook was
+# swallowed by a callback (and is raised again), not an error of the callback.
+_SHOT_TYPES: set[type[BaseException]] = {ParseTimedOut}
+_hook_lock = threading.Lock()
+_hooked = False
+
+
+def _quiet_lost_shots() -> None:
+    """Route a swallowed shot to the log instead of stderr; anything else to the hook before."""
+    global _hooked
+    with _hook_lock:
+        if _hooked:
+            return
+        _hooked = True
+        previous = sys.unraisablehook
+
+        def hook(unraisable: sys.UnraisableHookArgs) -> None:
+            if unraisable.exc_type in _SHOT_TYPES:
+                log.debug(
+                    "a parse deadline's exception was lost in %r; raised again", unraisable.object
+                )
+                return
+            previous(unraisable)
+
+        sys.unraisablehook = hook
+
+
 class ParseDeadline:
     """Runs one parse at a time with `seconds` to finish; a watchdog thread, started on the first
     run and ended by `close`, enforces it.
@@ -63,12 +94,13 @@ class ParseDeadline:
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
         self._closed = False
-        # The parse under way: its thread, what it parses, its deadline, and when the watchdog
-        # shot (0.0: not yet).
+        # The parse under way: its thread, what it parses, its deadline; what the watchdog shot
+        # (None: not yet), when first and last, and when it last said the parse is stuck.
         self._target: int | None = None
         self._what = ""
         self._deadline = 0.0
-        self._shot_at = 0.0
+        self._shot: type[BaseException] | None = None
+        self._shot_at = self._last_shot = self._reported_at = 0.0
 
     def run(self, what: str, parse: Callable[[], T]) -> T:
         """`parse()`, or ParseTimedOut (raised here, never later) when it runs past the deadline
@@ -99,8 +131,9 @@ class ParseDeadline:
         with self._lock:
             self._target, self._what = me, what
             self._deadline = time.monotonic() + self.seconds
-            self._shot_at = 0.0
+            self._shot = None
             if self._thread is None:
+                _quiet_lost_shots()
                 self._thread = threading.Thread(
                     target=self._watch, name="markindex-parse-deadline", daemon=True
                 )
@@ -108,11 +141,19 @@ class ParseDeadline:
         self._wake.set()
 
     def _disarm(self, me: int) -> None:
-        with self._lock:
-            if self._target == me:
-                self._target = None
-                if self._shot_at:
-                    _raise_in(me, None)  # fired, not landed yet: it must not land after this
+        """Withdraw this thread's deadline. A shot landing in here (the watchdog raises again
+        until disarmed) does not leave it armed: the disarm is tried again, then raised."""
+        while True:
+            try:
+                with self._lock:
+                    if self._target == me:
+                        self._target = None
+                        if self._shot is not None:
+                            _raise_in(me, None)  # fired, not landed yet: it must not land later
+                return
+            except BaseException:
+                if self._target != me:
+                    raise
 
     def _watch(self) -> None:
         while True:
@@ -124,20 +165,29 @@ class ParseDeadline:
                 if self._target is None:
                     continue
                 now = time.monotonic()
-                stop = None if self._shot_at else self._stop_requested()
-                if stop is not None or (not self._shot_at and now >= self._deadline):
-                    if _raise_in(self._target, stop or ParseTimedOut):
-                        self._shot_at = now
-                    else:
+                if self._shot is None:
+                    stop = self._stop_requested()
+                    if stop is None and now < self._deadline:
+                        continue
+                    shot = stop or ParseTimedOut
+                    if not _raise_in(self._target, shot):
                         self._target = None  # nothing to enforce it with
-                elif self._shot_at and now - self._shot_at >= PARSE_STUCK_REPORT_S:
+                        continue
+                    _SHOT_TYPES.add(shot)
+                    self._shot, self._shot_at, self._last_shot = shot, now, now
+                    self._reported_at = now
+                    continue
+                if now - self._last_shot >= PARSE_RESHOOT_S:  # lost in a callback, or not landed
+                    _raise_in(self._target, self._shot)
+                    self._last_shot = now
+                if now - self._reported_at >= PARSE_STUCK_REPORT_S:
                     log.error(
                         "the parse of %s has not stopped %.0f s after its deadline (stuck in"
                         " native code?): this run waits for it",
                         self._what,
                         now - self._shot_at,
                     )
-                    self._shot_at = now  # said again if it stays stuck
+                    self._reported_at = now  # said again if it stays stuck
 
     def _stop_requested(self) -> type[BaseException] | None:
         """The type of what `interrupt` raises now, if anything."""
@@ -153,7 +203,12 @@ class ParseDeadline:
         with self._lock:
             if self._closed or self._target is None:
                 return None
-            due = self._shot_at + PARSE_STUCK_REPORT_S if self._shot_at else self._deadline
-            if self.interrupt is not None and not self._shot_at:
-                due = min(due, time.monotonic() + POOL_WAIT_SLICE_S)
+            if self._shot is not None:
+                due = min(
+                    self._last_shot + PARSE_RESHOOT_S, self._reported_at + PARSE_STUCK_REPORT_S
+                )
+            else:
+                due = self._deadline
+                if self.interrupt is not None:
+                    due = min(due, time.monotonic() + POOL_WAIT_SLICE_S)
             return max(0.0, due - time.monotonic())
