@@ -6,8 +6,10 @@ import argparse
 import errno
 import json
 import os
+import signal
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from types import ModuleType
 from typing import Any, NoReturn
 
@@ -106,21 +108,37 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
+@contextmanager
+def _interrupts_held() -> Iterator[None]:
+    """Hold Ctrl-C back while the command modules load, and deliver it right after, where `main`
+    catches it. Landing during an import, it can be raised in the import lock's weakref callback,
+    where CPython only prints it ('Exception ignored in … KeyboardInterrupt', a traceback) and
+    goes on: the command ran as if no Ctrl-C had come."""
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+
+
 def _run(words: list[str]) -> int:
     """Parse `words` and run the command, every error but Ctrl-C as one line on stderr."""
-    import apsw
+    with _interrupts_held():
+        import apsw
 
-    from markindex_core.cli.common import tolerant_stdout
+        from markindex_core.cli.common import tolerant_stdout
+        from markindex_core.logs import setup_logging
 
-    tolerant_stdout()
-    parser = build_parser(json_errors="--json" in words)
+        tolerant_stdout()
+        parser = build_parser(json_errors="--json" in words)
     if not words:  # `markindex` alone: what it does and how to start, not a usage error
         parser.print_help(sys.stderr)
         return 2
     args = parser.parse_args(words)
     func: Callable[[argparse.Namespace], int] = args.func
-    from markindex_core.logs import setup_logging
-
     setup_logging(json=getattr(args, "json", False), verbose=getattr(args, "verbose", False))
     try:
         return func(args)

@@ -45,7 +45,10 @@ def test_a_large_library_compares_a_bounded_set_of_paths(
         "ref/ref-install.md",
         "ref/ref-tuning.md",
     ]
-    assert "did you mean: ref/ref-backup.md" in unknown_document(lib.store, "ref/ref-bakup.md", lib.command).hint
+    assert (
+        "did you mean: ref/ref-backup.md"
+        in unknown_document(lib.store, "ref/ref-bakup.md", lib.command).hint
+    )
     assert candidate_paths(lib.store, "zz/100%_x.md") == []  # LIKE wildcards are literal
     monkeypatch.setattr(suggest, "SUGGEST_CANDIDATES", 100)
     assert len(candidate_paths(lib.store, "zz/x.md")) == 15  # a small library: every path
