@@ -32,6 +32,7 @@ from markindex_core.index.drift import changed_on_disk, drift_warning
 from markindex_core.store import runs
 from markindex_core.store.db import Store, check_replaceable, held_by_other_library
 from markindex_core.store.files import (
+    damaged,
     file_id,
     has_moved,
     os_error,
@@ -289,7 +290,7 @@ class Library:
             return None
         try:
             return store.get_meta(key)
-        except apsw.Error:
+        except (apsw.Error, UnicodeDecodeError):  # a damaged index: a rebuild replaces it
             return None
         finally:
             store.close()
@@ -375,6 +376,8 @@ class Library:
         except (apsw.Error, OSError) as exc:
             errno_ = store.conn.system_errno if isinstance(exc, apsw.Error) else 0
             raise write_error(exc, self.db_path, errno_) from None
+        except UnicodeDecodeError as exc:  # a stored value that is not UTF-8: see DAMAGE_ERRORS
+            raise damaged(self.db_path, exc) from None
         finally:
             _close_writer(store, self.db_path, discard=not existed and not done)
             lock.release()

@@ -105,7 +105,7 @@ from markindex_core.serve.watch import (
 )
 from markindex_core.store import runs
 from markindex_core.store.db import Store
-from markindex_core.store.files import disk_full, rebuild_path
+from markindex_core.store.files import DAMAGE_ERRORS, damage_detail, disk_full, rebuild_path
 from markindex_core.store.integrity import check_index
 from markindex_core.store.lock import WriterLock, writer_lock_state
 from markindex_core.store.rebuild import discard_leftover
@@ -178,9 +178,9 @@ def _chain(exc: BaseException) -> Iterator[BaseException]:
 def diagnose(exc: BaseException, db_path: Path) -> Problem:
     """Turn a failed write into one clear reason and a hint (disk full and read-only are common)."""
     for e in _chain(exc):
-        if isinstance(e, (apsw.CorruptError, apsw.NotADBError)):
+        if isinstance(e, DAMAGE_ERRORS):
             return Problem(
-                f"the index {db_path} is damaged ({e})",
+                f"the index {db_path} is damaged ({damage_detail(e)})",
                 "building it again from the library folder; searches use the old one meanwhile",
                 damaged=True,
             )

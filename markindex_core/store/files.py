@@ -32,6 +32,15 @@ FileId = tuple[int, int]  # (device, inode): the identity of the file behind a p
 _FULL_ERRNOS = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
 _DENIED_ERRNOS = (errno.EACCES, errno.EPERM)
 _DESCRIPTOR_ERRNOS = (errno.EMFILE, errno.ENFILE)
+
+# What a damaged index file raises when read. Every text markindex stores is UTF-8 (paths and
+# text are checked before they are written), so a stored value that does not decode is a damaged
+# page too, one SQLite does not notice: it reads text as bytes and leaves the decoding to APSW.
+DAMAGE_ERRORS: tuple[type[Exception], ...] = (
+    apsw.CorruptError,
+    apsw.NotADBError,
+    UnicodeDecodeError,
+)
 _OTHER_USER = "ask its owner for access, or pass --db FILE to use an index of your own"
 
 
@@ -229,12 +238,24 @@ def open_error(exc: apsw.Error, path: Path, *, readonly: bool, errno_: int = 0) 
             "pass --db with the path of an index, or a new file name to create one there",
         )
     if isinstance(exc, (apsw.CorruptError, apsw.NotADBError)):
-        return IndexUnusable(
-            f"the index {path} is damaged or not a markindex index: {exc}",
-            "rebuild it from the library: `markindex index ROOT --rebuild` (with the same --db)",
-        )
+        return damaged(path, exc)
     return MarkindexError(
         f"cannot use the index {path}: {exc}", "check the file, its folder and the disk"
+    )
+
+
+def damage_detail(exc: Exception) -> str:
+    """What one of DAMAGE_ERRORS says of the index (a codec's message would only puzzle)."""
+    if isinstance(exc, UnicodeDecodeError):
+        return "it holds text that is not UTF-8 (a damaged page)"
+    return str(exc)
+
+
+def damaged(path: Path, exc: Exception) -> IndexUnusable:
+    """The index at `path` is damaged (`exc`, one of DAMAGE_ERRORS): the way out is a rebuild."""
+    return IndexUnusable(
+        f"the index {path} is damaged or not a markindex index: {damage_detail(exc)}",
+        "rebuild it from the library: `markindex index ROOT --rebuild` (with the same --db)",
     )
 
 

@@ -124,7 +124,7 @@ def _salvage_cache(live: Path, target: apsw.Connection) -> str | None:
         return f"cached summaries not kept: the old index cannot be read ({exc.message})"
     try:
         copy_cache(old, target)
-    except apsw.Error as exc:
+    except (apsw.Error, UnicodeDecodeError) as exc:
         return f"cached summaries not kept: the old index cannot be read ({exc})"
     finally:
         old.close()

@@ -39,6 +39,7 @@ from markindex_core.config import (
 from markindex_core.errors import IndexMissing, MarkindexError
 from markindex_core.index.drift import changed_on_disk, drift_warning
 from markindex_core.store.db import held_by_other_library
+from markindex_core.store.files import DAMAGE_ERRORS, damage_detail
 from markindex_core.store.lock import lock_path_for, writer_active
 from markindex_core.tools.check import BadInput, ToolFailure, describe, steps, validate
 from markindex_core.tools.read import browse_documents, get_document, get_document_structure
@@ -482,11 +483,11 @@ def _call(lib: IndexAccess, name: Any, args: Any) -> tuple[str, bool]:
         return _failure(
             exc.code, exc.message, {"hint": exc.hint}, steps(exc.hint or "try again")
         ), False
-    except (apsw.CorruptError, apsw.NotADBError) as exc:  # met while reading: not this call's fault
-        lib.report_damage(str(exc))
+    except DAMAGE_ERRORS as exc:  # met while reading: not this call's fault
+        lib.report_damage(damage_detail(exc))
         return _failure(
             "INDEX_UNUSABLE",
-            f"the index of this library is damaged: {exc}",
+            f"the index of this library is damaged: {damage_detail(exc)}",
             {},
             steps(
                 "a daemon serving these tools rebuilds it from the folder (try again in a while);"

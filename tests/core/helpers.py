@@ -252,3 +252,18 @@ def two_libraries(tmp_path: Path) -> tuple[Path, Path, Path]:
     db = tmp_path / "a.db"
     Library(a, db).index()
     return a, b, db
+
+
+def damage_text(db: Path, text: bytes) -> int:
+    """Overwrite the first byte of every copy of `text` in the file with 0xFF, as a flipped bit
+    on disk would: the pages stay well-formed to SQLite, the stored value is no longer UTF-8.
+    Returns the number of copies damaged."""
+    import apsw
+
+    conn = apsw.Connection(str(db))
+    conn.pragma("wal_checkpoint(TRUNCATE)")
+    conn.close()
+    data = db.read_bytes()
+    copies = data.count(text)
+    db.write_bytes(data.replace(text, b"\xff" + text[1:]))
+    return copies

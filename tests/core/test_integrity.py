@@ -138,3 +138,51 @@ def test_a_problem_of_several_lines_is_shown_as_lines(
     code, _, err = run(capsys, "check", str(root), "--db", str(db))
     assert code == 1 and "damaged" in err, err
     assert "\\n" not in err and "  *** in database main ***\n" in err, err
+
+
+def test_stored_text_that_is_not_utf8_is_damage_not_a_crash(tmp_path: Path) -> None:
+    """A flipped bit in a stored path leaves pages SQLite finds well-formed, but the value is no
+    longer UTF-8: an index run, and every tool, must say the index is damaged (and the tools tell
+    a live index, which rebuilds it), not fail with a traceback or an INTERNAL_ERROR."""
+    import subprocess
+    import sys
+
+    from .helpers import REPO_ROOT, damage_text
+
+    root = make_library(tmp_path / "lib", 12)
+    db = tmp_path / "db" / "index.db"
+    Library(root, db).index()
+    assert damage_text(db, b"guides/doc4.md") >= 1
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "markindex_core", "index", str(root), "--db", str(db)],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "damaged" in lines[0] and "--rebuild" in lines[0], proc.stderr
+
+    lib = Library(root, db)
+    told: list[str] = []
+    lib.on_damage = told.append
+    for name, args in (
+        ("browse_documents", {"folder": "guides"}),
+        ("search_documents", {"query": "document"}),
+    ):
+        answer = json.loads(lib.call_tool(name, args))
+        assert answer["code"] == "INDEX_UNUSABLE" and "damaged" in answer["error"], answer
+    assert len(told) == 2
+    lib.close()
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "markindex_core", "index", str(root), "--db", str(db), "--rebuild"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert check_store_consistent(db) == 12

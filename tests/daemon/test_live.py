@@ -424,6 +424,25 @@ def test_a_damaged_index_is_built_again_by_the_daemon(tmp_path: Path) -> None:
         assert d.stop() == 0, d.log
 
 
+def test_stored_text_that_is_not_utf8_is_built_again_by_the_daemon(tmp_path: Path) -> None:
+    """A flipped bit in a stored path (pages well-formed to SQLite, the value no longer UTF-8) is
+    damage: the daemon builds the index again, instead of retrying its write for ever."""
+    from tests.core.helpers import damage_text
+
+    root = _lib(tmp_path, {f"d{i}.md": f"# D{i}\n\nword{i} filler\n" for i in range(20)})
+    db = tmp_path / "idx" / "index.db"
+    Library(root, db).index()
+    assert damage_text(db, b"d7.md") >= 1
+    d = DaemonProcess(root, db)
+    try:
+        d.wait_writing()
+        wait_for(lambda: "rebuilt the whole index (the index was damaged)" in d.log, timeout=30)
+        assert _found(db, root, "word7") == {"d7.md"}
+        assert d.status()["state"] == "watching"
+    finally:
+        assert d.stop() == 0, d.log
+
+
 def test_damage_no_write_reads_is_found_when_idle_and_repaired(tmp_path: Path) -> None:
     """The search index damaged on disk under a running daemon, where no write reads: once
     writes pause, its whole-index check finds it, and the index is built again."""
