@@ -3,7 +3,8 @@
 A run reads only the pages it needs: an index damaged where nothing is read (a bad disk sector, a
 copy cut short, a file edited by hand) opens, updates and answers "unchanged". `check_index` reads
 everything: SQLite's own structure check over every table and index, then every term and posting
-list of both full-text indexes (stored as blobs that SQLite cannot check). About two seconds per
+list of both full-text indexes (stored as blobs that SQLite cannot check), then every stored text
+(which SQLite reads as bytes, never checking that it is UTF-8). About two seconds per
 100 MB of index, so it is a command of its own, not part of every run.
 """
 
@@ -15,9 +16,20 @@ from pathlib import Path
 
 import apsw
 
-from markindex_core.store.db import connect
+from markindex_core.store.db import SUMMARY_CACHE_TABLE, connect
 
 _FTS_TABLES = ("node_fts", "passage_fts")
+# Tables holding text: SQLite reads text as bytes, so only decoding every value finds a damaged
+# one (all the text markindex writes is UTF-8); every reader would otherwise fail on it.
+_TEXT_TABLES = (
+    "meta",
+    "documents",
+    "nodes",
+    "links",
+    "skipped",
+    "line_blocks",
+    SUMMARY_CACHE_TABLE,
+)
 _PROBLEMS_SHOWN = 20
 
 
@@ -58,6 +70,13 @@ def check_index(db_path: Path) -> IntegrityReport:
                 _walk_postings(conn, table)
             except apsw.Error as exc:
                 report.problems.append(f"the search index {table} is damaged: {exc}")
+        for table in _TEXT_TABLES:
+            try:
+                _decode_rows(conn, table)
+            except UnicodeDecodeError:
+                report.problems.append(f"the table {table} holds text that is not UTF-8 (damaged)")
+            except apsw.Error as exc:
+                report.problems.append(f"the table {table} cannot be read: {exc}")
     finally:
         conn.close()
     report.seconds = time.perf_counter() - t0
@@ -72,3 +91,9 @@ def _walk_postings(conn: apsw.Connection, table: str) -> None:
         conn.execute(f"SELECT count(*), sum(cnt) FROM {vocab}").fetchall()
     finally:
         conn.execute(f"DROP TABLE IF EXISTS {vocab}")
+
+
+def _decode_rows(conn: apsw.Connection, table: str) -> None:
+    """Read every value of `table` as Python does (a stored text that is not UTF-8 raises)."""
+    for _ in conn.execute(f"SELECT * FROM {table}"):
+        pass

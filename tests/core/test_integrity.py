@@ -186,3 +186,28 @@ def test_stored_text_that_is_not_utf8_is_damage_not_a_crash(tmp_path: Path) -> N
     )
     assert proc.returncode == 0, proc.stderr
     assert check_store_consistent(db) == 12
+
+
+def test_check_finds_stored_text_that_is_not_utf8(tmp_path: Path) -> None:
+    """SQLite's structure check reads text as bytes: a stored value no longer UTF-8 passes it,
+    and `check` must not call such an index whole (the daemon's idle check relies on it)."""
+    import subprocess
+    import sys
+
+    from .helpers import REPO_ROOT, damage_text
+
+    root = make_library(tmp_path / "lib", 12)
+    db = tmp_path / "db" / "index.db"
+    Library(root, db).index()
+    assert damage_text(db, b"Paragraph 2 of document 5") >= 1
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "markindex_core", "check", str(root), "--db", str(db), "--json"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    report = json.loads(proc.stdout)
+    assert proc.returncode == 1 and not report["ok"], proc.stdout + proc.stderr
+    assert any("not UTF-8" in p for p in report["problems"]), report
