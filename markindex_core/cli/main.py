@@ -160,12 +160,14 @@ def _run(words: list[str]) -> int:
         message = "a path or argument holds bytes that are not valid UTF-8 (a legacy file name?)"
         _error(message, "rename it, or pass another path", getattr(args, "json", False))
         return 1
-    except apsw.Error as exc:  # found while reading: opening checks only what it reads
+    except (apsw.Error, UnicodeDecodeError) as exc:  # found while reading (see DAMAGE_ERRORS)
         if isinstance(exc, apsw.CantOpenError) and (fds := _out_of_descriptors()):
             _error(fds.message, fds.hint, getattr(args, "json", False), fds.code)
             return 1
-        damaged = isinstance(exc, (apsw.CorruptError, apsw.NotADBError))
-        message = f"the index is {'damaged' if damaged else 'unusable'}: {exc}"
+        from markindex_core.store.files import DAMAGE_ERRORS, damage_detail
+
+        damaged = isinstance(exc, DAMAGE_ERRORS)
+        message = f"the index is {'damaged' if damaged else 'unusable'}: {damage_detail(exc)}"
         hint = (
             "rebuild it from the library: `markindex index ROOT --rebuild` (with the same --db);"
             " if a daemon keeps it live, restart the daemon instead: it checks the index and"

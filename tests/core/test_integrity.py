@@ -211,3 +211,32 @@ def test_check_finds_stored_text_that_is_not_utf8(tmp_path: Path) -> None:
     report = json.loads(proc.stdout)
     assert proc.returncode == 1 and not report["ok"], proc.stdout + proc.stderr
     assert any("not UTF-8" in p for p in report["problems"]), report
+
+
+def test_readers_say_stored_text_that_is_not_utf8_is_damage(tmp_path: Path) -> None:
+    """`search`, `status` and `tree` meeting a stored value that is no longer UTF-8 say in one
+    line that the index is damaged and how to rebuild it, as for any other damage: no traceback."""
+    import subprocess
+    import sys
+
+    from .helpers import REPO_ROOT, damage_text
+
+    root = make_library(tmp_path / "lib", 12)
+    db = tmp_path / "db" / "index.db"
+    Library(root, db).index()
+    assert damage_text(db, b"guides/doc4.md") >= 1
+    for command in (
+        ["search", str(root), "document"],
+        ["status", str(root)],
+        ["tree", str(root), "guides/doc4.md"],
+    ):
+        proc = subprocess.run(
+            [sys.executable, "-m", "markindex_core", *command, "--db", str(db)],
+            cwd=REPO_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        lines = proc.stderr.strip().splitlines()
+        assert proc.returncode == 1 and len(lines) == 1, (command, proc.stderr)
+        assert "damaged" in lines[0] and "not UTF-8" in lines[0] and "--rebuild" in lines[0]
