@@ -249,6 +249,12 @@ class Library:
         finally:
             self._build_pending.clear()
 
+    def remembered_ignore(self) -> list[str]:
+        """The --ignore patterns the old index remembers, when it can still be read."""
+        from markindex_core.index.scan import IGNORE_META, ignore_from_meta
+
+        return ignore_from_meta(self._stored_meta(IGNORE_META))
+
     def remembered_setext(self) -> bool | None:
         """The setext choice the old index remembers, when it can still be read."""
         stored = self._stored_meta("setext")
@@ -318,7 +324,7 @@ class Library:
                 self.root,
                 self.db_path,
                 reason="asked for (--rebuild)",
-                ignore=ignore,
+                ignore=ignore if ignore is not None else self.remembered_ignore(),
                 setext=setext if setext is not None else self.remembered_setext(),
                 workers=workers,
                 after_write=after_write,

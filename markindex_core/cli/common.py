@@ -88,13 +88,20 @@ def add_library_args(
 
 
 def add_indexing_options(p: argparse.ArgumentParser) -> None:
-    """--ignore and --setext/--no-setext, for every command that writes the index."""
+    """--ignore/--clear-ignore and --setext/--no-setext, for every command that writes the
+    index (`ignore_patterns` reads the first pair)."""
     p.add_argument(
         "--ignore",
         action="append",
-        default=[],
+        default=None,
         metavar="PATTERN",
-        help="gitignore-style pattern relative to ROOT to leave out (repeatable)",
+        help="gitignore-style pattern relative to ROOT to leave out (repeatable; remembered by "
+        "the index: the patterns given replace those it remembers)",
+    )
+    p.add_argument(
+        "--clear-ignore",
+        action="store_true",
+        help="forget the --ignore patterns the index remembers (ignore files still apply)",
     )
     g = p.add_mutually_exclusive_group()
     g.add_argument(
@@ -110,6 +117,14 @@ def add_indexing_options(p: argparse.ArgumentParser) -> None:
         action="store_false",
         help="treat `---` as a thematic break and `===` as text (remembered by the index)",
     )
+
+
+def ignore_patterns(args: argparse.Namespace) -> list[str] | None:
+    """The --ignore patterns a run applies: those given, none after --clear-ignore, or None for
+    those the index remembers."""
+    if args.ignore:
+        return list(args.ignore)
+    return [] if args.clear_ignore else None
 
 
 def add_model_server_args(p: Any, *, limits_prefix: str = "") -> None:

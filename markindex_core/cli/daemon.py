@@ -14,6 +14,7 @@ from markindex_core.cli.common import (
     console,
     emit_json,
     help_epilog,
+    ignore_patterns,
     open_library,
 )
 from markindex_core.cli.index import add_summary_options
@@ -121,7 +122,7 @@ def cmd_daemon(args: argparse.Namespace) -> int:
             f"--sweep-s must be between 0 and {DAEMON_SWEEP_S_MAX}",
             f"e.g. --sweep-s {DAEMON_SWEEP_S}",
         )
-    for pattern in args.ignore:
+    for pattern in args.ignore or []:
         normalize_ignore_pattern(pattern)  # reject bad patterns before anything starts
     lib = open_library(args)
     lib.check_target()
@@ -132,7 +133,7 @@ def cmd_daemon(args: argparse.Namespace) -> int:
         hook = summarizer_from_args(args, slice_seconds=DAEMON_SUMMARY_SLICE_S)
     run_daemon(
         lib,
-        ignore=args.ignore,
+        ignore=ignore_patterns(args),
         setext=args.setext,
         poll=args.poll,
         quiet_ms=args.quiet_ms,
@@ -207,6 +208,9 @@ def _print_index(out: Console, st: dict[str, Any]) -> None:
         )
     elif st.get("indexed_root") not in (None, st["root"]):
         out.print(f"[yellow]the index of another folder: {_escape(st['indexed_root'])}[/]")
+    if st.get("ignore"):
+        patterns = ", ".join(map(_escape, st["ignore"]))
+        out.print(f"left out by --ignore (remembered): {patterns}; `--clear-ignore` forgets them")
     _print_drift(out, st.get("changed_on_disk"))
     if st.get("unfinished_run"):
         from markindex_core.store.runs import unfinished_warning

@@ -13,6 +13,7 @@ from markindex_core.cli.common import (
     console,
     emit_json,
     help_epilog,
+    ignore_patterns,
     int_between,
     open_library,
     require_document,
@@ -167,7 +168,7 @@ def cmd_index(args: argparse.Namespace) -> int:
     hook = summarizer_from_args(args, estimate=args.estimate)
     if args.json:
         report = lib.index(
-            ignore=args.ignore,
+            ignore=ignore_patterns(args),
             setext=args.setext,
             after_write=hook,
             rebuild=args.rebuild,
@@ -207,7 +208,7 @@ def cmd_index(args: argparse.Namespace) -> int:
             )
 
         report = lib.index(
-            ignore=args.ignore,
+            ignore=ignore_patterns(args),
             setext=args.setext,
             progress=progress,
             after_write=hook,

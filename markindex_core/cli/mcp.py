@@ -15,6 +15,7 @@ from markindex_core.cli.common import (
     add_indexing_options,
     add_library_args,
     help_epilog,
+    ignore_patterns,
     int_between,
     open_library,
 )
@@ -219,7 +220,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     # and so does a re-index at start that runs or failed.
     daemon = DaemonWatch(lib.db_path)
     reindex = (
-        StartupReindex(lib, ignore=args.ignore, setext=args.setext)
+        StartupReindex(lib, ignore=ignore_patterns(args), setext=args.setext)
         if args.reindex_on_start
         else None
     )
@@ -258,6 +259,11 @@ def _run_watch(lib: Library, args: argparse.Namespace) -> int:
     from markindex_core.serve.daemon import run_daemon
 
     run_daemon(
-        lib, ignore=args.ignore, setext=args.setext, poll=False, quiet_ms=None, serve_mcp=True
+        lib,
+        ignore=ignore_patterns(args),
+        setext=args.setext,
+        poll=False,
+        quiet_ms=None,
+        serve_mcp=True,
     )
     return 0

@@ -18,7 +18,7 @@ from typing import Any
 
 from markindex_core.config import DRIFT_GRACE_S, DRIFT_HASH_BYTES, DRIFT_PATHS_SHOWN
 from markindex_core.index.reading import Unreadable, content_hash, read_regular
-from markindex_core.index.scan import IgnoreRules, below_any, scan
+from markindex_core.index.scan import IgnoreRules, below_any, remembered_ignore, scan
 from markindex_core.store.db import Store
 
 
@@ -118,11 +118,11 @@ class FolderDrift:
 
 def folder_drift(root: Path, store: Store) -> FolderDrift | None:
     """Compare every file of the library with the index, as a run would (the ignore files'
-    rules, not a run's --ignore): a stat each, and a read and hash for a file whose mtime alone
+    rules and the --ignore patterns the index remembers): a stat each, and a read and hash for a file whose mtime alone
     differs, within DRIFT_HASH_BYTES in all (beyond it, a new mtime counts as a change). For
     `markindex status` of an index no daemon keeps live: 30-60 ms on the evaluation corpus.
     None when the library folder cannot be listed (gone, no permission): nothing to compare."""
-    disk = scan(root, IgnoreRules(root))
+    disk = scan(root, IgnoreRules(root, remembered_ignore(store)))
     if "" in disk.unreadable:
         return None
     states = store.doc_states()

@@ -17,6 +17,7 @@ changing its size or mtime.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import posixpath
@@ -44,12 +45,14 @@ from markindex_core.errors import LibraryUnreadable
 from markindex_core.index.deadline import ParseDeadline, ParseTimedOut, timed_out
 from markindex_core.index.reading import Unreadable, content_hash, read_regular
 from markindex_core.index.scan import (
+    IGNORE_META,
     FileStat,
     IgnoreRules,
     PathRules,
     below_any,
     display_path,
     path_problem,
+    remembered_ignore,
     scan,
 )
 from markindex_core.index.workers import (
@@ -163,7 +166,8 @@ class Indexer:
         self.rehash = rehash
         self.after_write = after_write
         self.store = store
-        self.ignore = list(ignore or [])
+        # Given patterns replace those the index remembers (`remembered_ignore`); None keeps them.
+        self.ignore = list(ignore) if ignore is not None else remembered_ignore(store)
         stored = store.get_meta("setext")
         self.params = TreeParams(setext=setext if setext is not None else stored != "0")
         self.workers = workers if workers is not None else min(2, os.cpu_count() or 1)
@@ -185,6 +189,8 @@ class Indexer:
         when whole (see `rebuild.py`), so readers never see a half-built index."""
         fp = fingerprint(self.params)
         old_fp = self.store.get_meta("fingerprint")
+        if paths is not None and remembered_ignore(self.store) != self.ignore:
+            paths = None  # other patterns: what they leave out or let in is anywhere
         if old_fp is None or old_fp == fp:
             report = self._run(fp, old_fp, progress, paths, set())
         else:
@@ -211,6 +217,8 @@ class Indexer:
             self.store.set_meta({"fingerprint": fp, "setext": str(int(self.params.setext))})
         if paths is None and self.store.get_meta("root") != str(self.root):
             self.store.set_meta({"root": str(self.root)})  # whose index this is: check_target
+        if paths is None and remembered_ignore(self.store) != self.ignore:
+            self.store.set_meta({IGNORE_META: json.dumps(self.ignore, ensure_ascii=False)})
         named: dict[str, str] = {}  # display path -> reason, for names that are never indexed
         wanted = None if paths is None else self._wanted(paths)
         # What the index knows of the scope only: an update of a few files reads a few rows.

@@ -11,11 +11,12 @@ a long name that does not match, so the translation is rewritten (see `_linear_r
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import pathspec
 from pathspec.patterns.gitignore.spec import GitIgnoreSpecPattern
@@ -28,6 +29,9 @@ from markindex_core.config import (
 )
 from markindex_core.errors import InvalidArgument
 from markindex_core.index.reading import Unreadable, open_regular, read_at_most
+
+if TYPE_CHECKING:
+    from markindex_core.store.db import Store
 
 
 @dataclass(frozen=True)
@@ -138,6 +142,26 @@ def _absolute_to_anchored(p: str, pattern: str, root: Path) -> str:
     if rel == ".":
         raise InvalidArgument(f"--ignore {pattern!r} is the library itself", "name a part of it")
     return "/" + rel + ("/" if p.endswith("/") else "")
+
+
+# The --ignore patterns of the last run of the whole library, a JSON list in the index's meta: a
+# later run, the daemon and `status` apply them too, as they keep the setext choice.
+IGNORE_META = "ignore"
+
+
+def ignore_from_meta(raw: str | None) -> list[str]:
+    """The --ignore patterns an index remembers, from its IGNORE_META value ([] when it has none,
+    or when the value is damaged)."""
+    try:
+        value = json.loads(raw) if raw else []
+    except ValueError:
+        return []
+    return [p for p in value if isinstance(p, str)] if isinstance(value, list) else []
+
+
+def remembered_ignore(store: Store) -> list[str]:
+    """The --ignore patterns `store` remembers."""
+    return ignore_from_meta(store.get_meta(IGNORE_META))
 
 
 class IgnoreRules:

@@ -307,7 +307,10 @@ class Daemon:
         # e.g. model summaries (`--summary-model`): none unless asked for, so by default the
         # daemon never makes a network request.
         self.after_write = after_write
-        self.ignore = list(ignore or [])
+        # None: the patterns the index remembers (see `scan.remembered_ignore`), resolved by
+        # the indexer; `ignore_in_use` keeps them for a rebuild that cannot read the old index.
+        self.ignore = None if ignore is None else list(ignore)
+        self.ignore_in_use: list[str] | None = self.ignore
         self.setext = setext
         self.poll = poll
         self.quiet_s = (quiet_ms if quiet_ms is not None else DAEMON_QUIET_MS) / 1000
@@ -1102,6 +1105,7 @@ class Daemon:
             after_write=self.after_write,
             interrupt=self._interrupt,
         )
+        self.ignore_in_use = self._indexer.ignore
 
     def _close_writer(self) -> None:
         store, self._store, self._indexer = self._store, None, None
@@ -1194,7 +1198,9 @@ class Daemon:
                 self.lib.root,
                 self.lib.db_path,
                 reason="the index was damaged",
-                ignore=self.ignore,
+                ignore=self.ignore_in_use
+                if self.ignore_in_use is not None
+                else self.lib.remembered_ignore(),
                 setext=self.setext if self.setext is not None else self.lib.remembered_setext(),
                 after_write=self.after_write,
                 progress=self._progress,

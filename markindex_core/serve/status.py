@@ -40,6 +40,7 @@ from markindex_core.config import (
 from markindex_core.errors import MarkindexError
 from markindex_core.index.drift import folder_drift
 from markindex_core.index.reading import Unreadable, open_regular, read_at_most
+from markindex_core.index.scan import IGNORE_META, ignore_from_meta
 from markindex_core.store import runs
 from markindex_core.store.db import Store, held_by_other_library
 from markindex_core.store.files import pid_alive
@@ -288,6 +289,7 @@ def read_status(lib: Library, *, compare_folder: bool = False) -> dict[str, Any]
         "rebuild_due": None,
         "indexed_root": None,
         "other_library": False,
+        "ignore": [],
         "unfinished_run": None,
     }
     mark = None
@@ -308,6 +310,7 @@ def read_status(lib: Library, *, compare_folder: bool = False) -> dict[str, Any]
 
                 out["rebuild_due"] = pending_rebuild(meta)
                 out["indexed_root"] = meta.get("root")
+                out["ignore"] = ignore_from_meta(meta.get(IGNORE_META))
                 out["other_library"] = held_by_other_library(
                     meta.get("root"), lib.root, lib.db_path
                 )

@@ -594,3 +594,23 @@ def test_reading_the_index_of_another_library_is_refused(
     error = json.loads(err)
     assert error["code"] == "OTHER_LIBRARY" and str(a) in error["error"], error
     assert run(capsys, *[str(a) if x == str(b) else x for x in args], "--db", str(db))[0] == 0
+
+
+def test_status_lists_the_remembered_ignore_patterns_and_clear_ignore_forgets_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The index remembers --ignore patterns; status says which, so a file left out is never
+    a mystery, and `--clear-ignore` is the way back."""
+    root = tmp_path / "lib"
+    write(root, "a.md", "# A\n\nalpha\n")
+    write(root, "drafts/d.md", "# D\n\nzqdraft\n")
+    db = str(tmp_path / "index.db")
+    assert run(capsys, "index", str(root), "--db", db, "--ignore", "drafts/")[0] == 0
+    code, out, _ = run(capsys, "status", str(root), "--db", db, "--json")
+    st = json.loads(out)
+    assert code == 0 and st["ignore"] == ["drafts/"] and st["changed_on_disk"]["added"] == 0, st
+    code, out, _ = run(capsys, "status", str(root), "--db", db)
+    assert "left out by --ignore (remembered): drafts/" in out and "--clear-ignore" in out, out
+    code, out, _ = run(capsys, "index", str(root), "--db", db, "--clear-ignore", "--json")
+    assert code == 0 and json.loads(out)["added"] == ["drafts/d.md"], out
+    assert json.loads(run(capsys, "status", str(root), "--db", db, "--json")[1])["ignore"] == []

@@ -93,11 +93,26 @@ def test_newly_ignored_and_unignored(lib: Library, tmp_path: Path) -> None:
 
 
 def test_ignore_option_removes_then_restores(lib: Library, tmp_path: Path) -> None:
+    """--ignore patterns are remembered by the index, as the setext choice is. They applied to
+    one run only: `index --ignore drafts/` then a plain `index` (or a daemon) indexed the drafts
+    after all, and `status` counted them as new files. Patterns given replace the remembered
+    ones, [] (`--clear-ignore`) forgets them, and a rebuild keeps them."""
+    from markindex_core.index.drift import folder_drift
+
     lib.index()
     r = lib.index(ignore=["./guides/", "/doc3.md"])
     assert sorted(r.removed) == ["doc3.md", "guides/doc0.md", "guides/doc4.md", "guides/doc8.md"]
     fresh_equals(lib.root, lib.db_path, tmp_path, ignore=["guides/", "/doc3.md"])
-    assert len(lib.index().added) == 4
+    again = lib.index()
+    assert not again.added and not again.removed
+    drift = folder_drift(lib.root, lib.store)
+    assert drift is not None and drift.count == 0, drift
+    assert lib.remembered_ignore() == ["./guides/", "/doc3.md"]
+    lib.index(rebuild=True)
+    assert "doc3.md" not in set(lib.store.document_paths())
+    assert len(lib.index(ignore=["/doc3.md"]).added) == 3
+    assert sorted(lib.index(ignore=[]).added) == ["doc3.md"]
+    assert lib.remembered_ignore() == [] and not lib.index().added
 
 
 def test_setext_setting_is_stored_and_changing_it_rebuilds(lib: Library, tmp_path: Path) -> None:

@@ -261,6 +261,22 @@ def test_an_edit_that_restores_an_old_mtime_is_still_seen(tmp_path: Path, watch:
         wait_for(lambda: find(db, root, "wombat") == {"a.md"}, timeout=15)
 
 
+def test_a_daemon_leaves_out_what_the_index_remembers_to_ignore(tmp_path: Path) -> None:
+    """`markindex index ROOT --ignore drafts/` then `markindex daemon ROOT` (no --ignore): the
+    daemon indexed every draft at its first reconcile, and each new one as it came. It now
+    applies the patterns the index remembers."""
+    root = _lib(tmp_path, {"a.md": "# A\n\nalpha\n", "drafts/d.md": "# D\n\nzqdraft\n"})
+    db = tmp_path / "idx" / "index.db"
+    Library(root, db).index(ignore=["drafts/"])
+    with running_daemon(root, db) as d:
+        since = time.time()
+        (root / "drafts" / "e.md").write_text("# E\n\nzqdraft too\n", encoding="utf-8")
+        (root / "b.md").write_text("# B\n\nbeta\n", encoding="utf-8")
+        wait_for(lambda: "b.md" in doc_paths(db))
+        d.wait_settled(since)
+        assert doc_paths(db) == {"a.md", "b.md"}, d.log
+
+
 def test_an_ignore_rule_left_out_is_said_once(tmp_path: Path) -> None:
     """A line of .gitignore that is no valid pattern is left out (as git does): `markindex index`
     warns on every run, the daemon said nothing, so the files that line meant to keep out came
