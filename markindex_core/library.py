@@ -471,7 +471,7 @@ class Library:
     ) -> RetrieveResult:
         """Let a model (`provider:model`) find evidence with the five tools; return only the cited
         lines as the index holds them, with usage and the stop reason (`done`, `budget`,
-        `max_steps`). Needs the llm extra (`pip install 'markindex[llm]'`)."""
+        `max_steps`, `unusable_citations`). Needs the llm extra (`pip install 'markindex[llm]'`)."""
         from markindex_core.llm.agent import retrieve
 
         return retrieve(

@@ -37,7 +37,8 @@ def register(sub: Subparsers) -> None:
         help="let a model find the evidence for a question (needs the llm extra)",
         description="A model navigates the library with the same five tools an MCP client has "
         "and cites line ranges; only those lines, re-read from the index, are returned (never "
-        "text the model wrote), with usage and why it stopped: done, budget or max_steps. "
+        "text the model wrote), with usage and why it stopped: done, budget, max_steps or "
+        "unusable_citations (nothing it cited exists in the index). "
         "Needs pip install 'markindex[llm]'. Document text is untrusted data for the model.",
         epilog=help_epilog(
             [

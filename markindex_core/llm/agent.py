@@ -48,7 +48,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("markindex.llm")
 
 SUBMIT_TOOL = "submit_evidence"
-STOP_REASONS = ("done", "budget", "max_steps")
+STOP_REASONS = ("done", "budget", "max_steps", "unusable_citations")
 
 RETRIEVE_INSTRUCTIONS = (
     AGENT_INSTRUCTIONS

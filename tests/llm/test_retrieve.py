@@ -1,5 +1,5 @@
 """retrieve() against the scripted server: evidence is the file's own lines, bad calls come back
-as envelopes, and every stop reason (done, budget, max_steps) is reached the way it should be."""
+as envelopes, and every stop reason (done, budget, max_steps, unusable_citations) is reached the way it should be."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 
 from markindex_core.errors import ModelCallFailed
 from markindex_core.library import Library
-from markindex_core.llm.agent import RETRIEVE_INSTRUCTIONS, retrieve
+from markindex_core.llm.agent import RETRIEVE_INSTRUCTIONS, STOP_REASONS, retrieve
 from markindex_core.llm.tooldefs import anthropic_tools, openai_tools, tool_names
 from tests.llm.scripted_server import ScriptedServer, error, reply, tool_call
 from tests.paths import REPO
@@ -155,6 +155,18 @@ def test_a_model_that_only_cites_what_does_not_exist_gets_no_evidence_and_why(
     assert len(result.rejected) == 1 and "unknown document 'nope.md'" in result.rejected[0]
     assert result.usage.requests == 3 == len(server.requests)
     assert result.to_json()["stop_reason"] == "unusable_citations"
+    # Named wherever the stop reasons are listed (they said done, budget or max_steps only).
+    assert result.stop_reason in STOP_REASONS
+    helped = subprocess.run(
+        [sys.executable, "-m", "markindex_core", "retrieve", "--help"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "COLUMNS": "400"},
+    )
+    assert "unusable_citations" in helped.stdout
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    row = next(line for line in readme.splitlines() if line.startswith("| `retrieve` |"))
+    assert "`unusable_citations`" in row
 
 
 def test_a_model_that_never_stops_ends_at_max_steps(indexed_sample: Library) -> None:
