@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -99,3 +102,50 @@ def test_every_json_key_is_documented_in_the_readme(tmp_path: Path) -> None:
     )
     assert failed.returncode == 1 and failed.stdout == "", failed.stdout
     assert set(json.loads(failed.stderr)) == {"error", "hint", "code"}, failed.stderr
+
+
+@pytest.mark.parametrize("argv", [["daemon", "--no-mcp"], ["mcp", "--watch"], ["mcp"]])
+def test_help_gives_the_exit_status_ctrl_c_gives(tmp_path: Path, argv: list[str]) -> None:
+    """`mcp --help` said SIGINT stops the server with 0, and `daemon --help` that Ctrl-C exits
+    130: the other way round. A live index (`daemon`, `mcp --watch`) stops cleanly on SIGINT,
+    with 0; a plain server is interrupted (130). Each help now says what the command does, and
+    the live index does it."""
+    cli = [sys.executable, "-m", "markindex_core"]
+    helped = subprocess.run(
+        [*cli, argv[0], "--help"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "COLUMNS": "1000"},
+    )
+    text = " ".join(helped.stdout.split("Exit status:", 1)[1].split())
+    stopped_cleanly = text.split("; 1 when", 1)[0]  # "0 when …"
+    assert "SIGINT" in stopped_cleanly, text
+    if argv[0] == "daemon":
+        assert "130" not in text, text
+    else:
+        assert "with --watch also SIGTERM, SIGINT" in stopped_cleanly, text
+        assert "130 when interrupted (Ctrl-C) without --watch" in text, text
+    if argv == ["mcp"]:
+        return
+
+    root = tmp_path / "library"
+    shutil.copytree(REPO / "examples" / "library", root)
+    log = tmp_path / "stderr.log"
+    with log.open("wb") as err:
+        proc = subprocess.Popen(
+            [*cli, argv[0], str(root), "--db", str(tmp_path / "index.db"), *argv[1:]],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+        )
+    try:
+        deadline = time.monotonic() + 60
+        while b"watching" not in log.read_bytes():
+            assert time.monotonic() < deadline and proc.poll() is None, log.read_text()
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=60) == 0, log.read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

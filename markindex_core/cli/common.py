@@ -21,6 +21,8 @@ Subparsers = Any
 
 # What --json does for the commands that print no result (servers, the terminal app).
 LOG_JSON_HELP = "write logs to stderr as JSON lines, one object per record"
+# What Ctrl-C gives, for every command but the live index, which stops cleanly on it.
+INTERRUPTED_STATUS = "130 when interrupted (Ctrl-C)"
 
 
 class HelpFormatter(argparse.HelpFormatter):
@@ -37,14 +39,19 @@ class HelpFormatter(argparse.HelpFormatter):
         return "\n\n".join(paragraphs)
 
 
-def help_epilog(examples: list[str], exit_status: str) -> str:
+def help_epilog(
+    examples: list[str], exit_status: str, *, interrupted: str | None = INTERRUPTED_STATUS
+) -> str:
     """The end of a command's --help: examples, one per line, and what its exit status means
-    (usage errors and Ctrl-C are the same for every command)."""
+    (usage errors are the same for every command; `interrupted` says what Ctrl-C gives, None
+    when `exit_status` says it)."""
     lines = "\n".join(f"  {e}" for e in examples)
+    tail = "2 for a usage error (a wrong or missing argument)"
+    if interrupted:
+        tail += f"; {interrupted}"
     return (
-        f"examples:\n{lines}\n\nExit status: {exit_status} 2 for a usage error (a wrong or "
-        "missing argument); 130 when interrupted (Ctrl-C). Errors are one line on stderr "
-        "(a JSON object with --json)."
+        f"examples:\n{lines}\n\nExit status: {exit_status} {tail}. Errors are one line on "
+        "stderr (a JSON object with --json)."
     )
 
 

@@ -45,9 +45,10 @@ def register(sub: Subparsers) -> None:
                 "markindex daemon ~/docs --no-mcp            # only keep the index live",
                 "markindex daemon /abs/path/to/docs          # as an MCP host's stdio server",
             ],
-            "0 when it stopped on request (stdin closed, SIGTERM, SIGINT, SIGHUP); 1 when it "
-            "could not start or could not go on (the library folder gone, another folder behind "
-            "its path).",
+            "0 when it stopped on request (stdin closed, SIGTERM, SIGINT or Ctrl-C, SIGHUP); 1 "
+            "when it could not start or could not go on (the library folder gone, another folder "
+            "behind its path);",
+            interrupted=None,
         ),
     )
     add_library_args(p, json_help=LOG_JSON_HELP)

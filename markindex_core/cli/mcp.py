@@ -10,6 +10,7 @@ import time
 from typing import TYPE_CHECKING
 
 from markindex_core.cli.common import (
+    INTERRUPTED_STATUS,
     LOG_JSON_HELP,
     Subparsers,
     add_indexing_options,
@@ -44,9 +45,10 @@ def register(sub: Subparsers) -> None:
                 "markindex mcp /abs/path/to/docs --watch            # keep the index live",
                 "markindex mcp /abs/path/to/docs --transport streamable-http --port 8765",
             ],
-            "0 when the server stopped (stdin closed, SIGINT); 1 when it could not start (no "
-            "such folder, a folder with no Markdown and no index, the index of another "
-            "library, a port in use).",
+            "0 when the server stopped (stdin closed; with --watch also SIGTERM, SIGINT or "
+            "Ctrl-C, SIGHUP, as the daemon); 1 when it could not start (no such folder, a folder "
+            "with no Markdown and no index, the index of another library, a port in use);",
+            interrupted=f"{INTERRUPTED_STATUS} without --watch",
         ),
     )
     add_library_args(p, json_help=LOG_JSON_HELP)
