@@ -122,6 +122,8 @@ def test_help_gives_the_exit_status_ctrl_c_gives(tmp_path: Path, argv: list[str]
     assert "SIGINT" in stopped_cleanly, text
     if argv[0] == "daemon":
         assert "130" not in text, text
+        overview = subprocess.run([*cli, "--help"], capture_output=True, text=True).stdout
+        assert "except the live index (daemon, mcp --watch)" in " ".join(overview.split())
     else:
         assert "with --watch also SIGTERM, SIGINT" in stopped_cleanly, text
         assert "130 when interrupted (Ctrl-C) without --watch" in text, text
