@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import logging
+import sys
 import threading
 import time
 from typing import TYPE_CHECKING
@@ -239,6 +241,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     from markindex_core.serve import mcp_server
 
     if stdio:
+        _exit_on_ctrl_c()
         anyio.run(functools.partial(mcp_server.run_stdio, lib, background=background))
     else:
         log.info("serving MCP at http://%s:%d/mcp", args.host, args.port)
@@ -254,6 +257,25 @@ def cmd_mcp(args: argparse.Namespace) -> int:
             )
         )
     return 0
+
+
+def _exit_on_ctrl_c() -> None:
+    """Ctrl-C ends a stdio server at once, with 130. Its stdin is read in a thread no cancellation
+    can wake (anyio's wrap_file), and asyncio and the interpreter waited for that thread: the
+    server hung until the client sent a line or closed the pipe. Nothing here needs a clean
+    stop: the tools only read, and a --reindex-on-start build cut short leaves an index that
+    opens (the next run completes it). The daemon (`mcp --watch`) stops its own way."""
+    import os
+    import signal
+
+    def stop(signum: int, frame: object) -> None:
+        log.info("interrupted (Ctrl-C): stopping")
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        os._exit(130)
+
+    signal.signal(signal.SIGINT, stop)
 
 
 def _run_watch(lib: Library, args: argparse.Namespace) -> int:

@@ -296,3 +296,18 @@ def test_a_closed_stdin_stops_like_an_empty_one(sample_library: Path, tmp_path: 
     )
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
     assert "stdin closed before any MCP message" in done.stderr and done.stdout == ""
+
+
+def test_ctrl_c_stops_a_serving_server_at_once(indexed_sample: Library) -> None:
+    """Ctrl-C on a stdio server that had answered requests left it hanging until the client sent
+    a line or closed stdin: the thread reading stdin cannot be cancelled, and asyncio and the
+    interpreter waited for it. It now stops at once with 130, as the help says."""
+    import signal
+
+    with Wire(indexed_sample) as wire:
+        wire.initialize()
+        wire.send(json.dumps(_call(2, "install")).encode())
+        assert wire.reply()["id"] == 2
+        wire.proc.send_signal(signal.SIGINT)
+        assert wire.proc.wait(timeout=10) == 130
+        assert wire.log_lines(b"interrupted", 1)
