@@ -126,11 +126,15 @@ def add_indexing_options(p: argparse.ArgumentParser) -> None:
     )
 
 
-def ignore_patterns(args: argparse.Namespace) -> list[str] | None:
+def ignore_patterns(args: argparse.Namespace, root: Path) -> list[str] | None:
     """The --ignore patterns a run applies: those given, none after --clear-ignore, or None for
-    those the index remembers."""
+    those the index remembers. An absolute path of this machine inside `root` (as a shell
+    completes it) becomes the anchored pattern it names, here, once: the index remembers that,
+    which still means the same files when the library has moved."""
+    from markindex_core.index.scan import normalize_ignore_pattern
+
     if args.ignore:
-        return list(args.ignore)
+        return [normalize_ignore_pattern(p, root) for p in args.ignore]
     return [] if args.clear_ignore else None
 
 

@@ -134,7 +134,7 @@ def cmd_daemon(args: argparse.Namespace) -> int:
         hook = summarizer_from_args(args, slice_seconds=DAEMON_SUMMARY_SLICE_S)
     run_daemon(
         lib,
-        ignore=ignore_patterns(args),
+        ignore=ignore_patterns(args, lib.root),
         setext=args.setext,
         poll=args.poll,
         quiet_ms=args.quiet_ms,

@@ -165,10 +165,11 @@ def _warn_if_empty(report: IndexReport, root: Path) -> None:
 
 def cmd_index(args: argparse.Namespace) -> int:
     lib = open_library(args)
+    ignore = ignore_patterns(args, lib.root)
     hook = summarizer_from_args(args, estimate=args.estimate)
     if args.json:
         report = lib.index(
-            ignore=ignore_patterns(args),
+            ignore=ignore,
             setext=args.setext,
             after_write=hook,
             rebuild=args.rebuild,
@@ -208,7 +209,7 @@ def cmd_index(args: argparse.Namespace) -> int:
             )
 
         report = lib.index(
-            ignore=ignore_patterns(args),
+            ignore=ignore,
             setext=args.setext,
             progress=progress,
             after_write=hook,

@@ -224,7 +224,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     # and so does a re-index at start that runs or failed.
     daemon = DaemonWatch(lib.db_path)
     reindex = (
-        StartupReindex(lib, ignore=ignore_patterns(args), setext=args.setext)
+        StartupReindex(lib, ignore=ignore_patterns(args, lib.root), setext=args.setext)
         if args.reindex_on_start
         else None
     )
@@ -284,7 +284,7 @@ def _run_watch(lib: Library, args: argparse.Namespace) -> int:
 
     run_daemon(
         lib,
-        ignore=ignore_patterns(args),
+        ignore=ignore_patterns(args, lib.root),
         setext=args.setext,
         poll=False,
         quiet_ms=None,

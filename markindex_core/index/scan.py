@@ -165,14 +165,17 @@ def remembered_ignore(store: Store) -> list[str]:
 
 
 class IgnoreRules:
-    """Decides whether a library-relative path is excluded."""
+    """Decides whether a library-relative path is excluded. `extra_patterns` are relative to
+    the library (a leading `/` anchors): an absolute path the user typed is made relative where
+    it is given (`normalize_ignore_pattern` with the root), not on every run that applies the
+    remembered pattern, when the folder it named may be gone or the library moved."""
 
     def __init__(self, root: Path, extra_patterns: list[str] | None = None) -> None:
         self.root = root
         # What is wrong with an ignore file, by file (lines left out, not a regular file): each
         # run warns about it.
         self.problems: dict[str, str] = {}
-        extra = [normalize_ignore_pattern(p, root) for p in extra_patterns or []]
+        extra = [normalize_ignore_pattern(p) for p in extra_patterns or []]
         lines = self._lines(IGNORE_FILE_NAME)
         self.root_spec = _spec(lines + extra) if lines or extra else None
         self._gitignores: dict[str, pathspec.GitIgnoreSpec | None] = {}

@@ -614,3 +614,33 @@ def test_status_lists_the_remembered_ignore_patterns_and_clear_ignore_forgets_th
     code, out, _ = run(capsys, "index", str(root), "--db", db, "--clear-ignore", "--json")
     assert code == 0 and json.loads(out)["added"] == ["drafts/d.md"], out
     assert json.loads(run(capsys, "status", str(root), "--db", db, "--json")[1])["ignore"] == []
+
+
+def test_a_remembered_ignore_pattern_means_what_it_meant_when_given(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An absolute path given to --ignore is remembered as the library-relative pattern it
+    stood for. It was remembered as typed and read as a path of this machine on every later run:
+    once the library was moved the drafts came back, and once the anchored `/tmp/` was emptied
+    out of the library (so only the machine's /tmp was left), every `index` and `status` failed
+    with 'an absolute path outside the library'."""
+    root = tmp_path / "lib"
+    write(root, "a.md", "# A\n\nalpha\n")
+    write(root, "drafts/d.md", "# D\n\nzqdraft\n")
+    write(root, "tmp/t.md", "# T\n\nzqscratch\n")
+    db = str(tmp_path / "index.db")
+    given = [str(root / "drafts") + "/", "/tmp/"]
+    code, out, _ = run(
+        capsys, "index", str(root), "--db", db, "--ignore", given[0], "--ignore", given[1]
+    )
+    assert code == 0 and json.loads(run(capsys, "status", str(root), "--db", db, "--json")[1])[
+        "ignore"
+    ] == ["/drafts/", "/tmp/"]
+    shutil.rmtree(root / "tmp")
+    moved = tmp_path / "moved"
+    root.rename(moved)
+    code, out, err = run(capsys, "status", str(moved), "--db", db, "--json")
+    drift = json.loads(out)["changed_on_disk"]
+    assert code == 0 and drift["added"] + drift["changed"] + drift["removed"] == 0, (out, err)
+    code, out, err = run(capsys, "index", str(moved), "--db", db, "--json")
+    assert code == 0 and json.loads(out)["added"] == [], (out, err)
