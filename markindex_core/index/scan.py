@@ -151,12 +151,24 @@ IGNORE_META = "ignore"
 
 def ignore_from_meta(raw: str | None) -> list[str]:
     """The --ignore patterns an index remembers, from its IGNORE_META value ([] when it has none,
-    or when the value is damaged)."""
+    or when the value is damaged). A pattern that --ignore would refuse now (damaged, or a later
+    version's stricter rules) is left out: applied, it would fail every run and `status` over an
+    option nobody gave to them."""
     try:
         value = json.loads(raw) if raw else []
     except ValueError:
         return []
-    return [p for p in value if isinstance(p, str)] if isinstance(value, list) else []
+    if not isinstance(value, list):
+        return []
+    return [p for p in value if isinstance(p, str) and _valid_pattern(p)]
+
+
+def _valid_pattern(pattern: str) -> bool:
+    try:
+        normalize_ignore_pattern(pattern)
+    except InvalidArgument:
+        return False
+    return True
 
 
 def remembered_ignore(store: Store) -> list[str]:

@@ -644,3 +644,29 @@ def test_a_remembered_ignore_pattern_means_what_it_meant_when_given(
     assert code == 0 and drift["added"] + drift["changed"] + drift["removed"] == 0, (out, err)
     code, out, err = run(capsys, "index", str(moved), "--db", db, "--json")
     assert code == 0 and json.loads(out)["added"] == [], (out, err)
+
+
+def test_a_remembered_ignore_pattern_that_is_not_valid_is_left_out(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A remembered pattern that no longer passes --ignore's checks (a damaged meta value, or
+    rules tightened by a later version) is damage, as unreadable JSON there is: it is left out
+    and the valid ones still apply. It failed every `index`, `status` and daemon start with
+    "--ignore '../x' leaves the library", an option the user had not given."""
+    from markindex_core.index.scan import IGNORE_META
+    from markindex_core.store.db import Store
+
+    root = tmp_path / "lib"
+    write(root, "a.md", "# A\n\nalpha\n")
+    write(root, "drafts/d.md", "# D\n\nzqdraft\n")
+    db = str(tmp_path / "index.db")
+    assert run(capsys, "index", str(root), "--db", db, "--ignore", "drafts/")[0] == 0
+    store = Store(Path(db))
+    store.set_meta({IGNORE_META: json.dumps(["../x", "drafts/", "[z-a]", "~/y"])})
+    store.close()
+    code, out, err = run(capsys, "status", str(root), "--db", db, "--json")
+    st = json.loads(out)
+    assert code == 0 and st["ignore"] == ["drafts/"], (out, err)
+    assert st["changed_on_disk"]["added"] == 0, st
+    code, out, err = run(capsys, "index", str(root), "--db", db, "--json")
+    assert code == 0 and json.loads(out)["added"] == [], (out, err)
