@@ -24,13 +24,13 @@ from markindex_core.store.db import Store
 
 def changed_on_disk(root: Path, store: Store, doc_paths: Iterable[str]) -> list[str]:
     """Those of `doc_paths` (indexed documents) whose file is gone or differs from the index, in
-    the order given. A file written in the last DRIFT_GRACE_S is left out: a live index takes
+    the order given. A file written within DRIFT_GRACE_S of now is left out: a live index takes
     it in within a second or two, and answers during a burst of saves must not all cry wolf."""
     paths = list(dict.fromkeys(doc_paths))
     if not paths:
         return []
     states = store.doc_states(paths)
-    recent = time.time_ns() - int(DRIFT_GRACE_S * 1e9)
+    now = time.time_ns()
     changed = []
     for path in paths:
         state = states.get(path)
@@ -39,16 +39,23 @@ def changed_on_disk(root: Path, store: Store, doc_paths: Iterable[str]) -> list[
         try:
             st = os.stat(root / path, follow_symlinks=False)
         except OSError:
-            if _gone_at(root, path) <= recent:
+            if not _under_way(_gone_at(root, path), now):
                 changed.append(path)
             continue
-        if st.st_mtime_ns > recent:
+        if _under_way(st.st_mtime_ns, now):
             continue  # a daemon indexes it in a moment: no alarm for a change under way
         if st.st_size != state.size or (
             st.st_mtime_ns != state.mtime_ns and _hash(root / path) != state.hash
         ):
             changed.append(path)
     return changed
+
+
+def _under_way(mtime_ns: int, now_ns: int) -> bool:
+    """Whether a change stamped `mtime_ns` may still be under way: within DRIFT_GRACE_S of now,
+    before or after (a file server's clock a little ahead). An mtime further ahead (synced from
+    a machine whose clock is, `touch -d tomorrow`) is no save happening now: the answer says it."""
+    return abs(now_ns - mtime_ns) < int(DRIFT_GRACE_S * 1e9)
 
 
 def _gone_at(root: Path, path: str) -> int:

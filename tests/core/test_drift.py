@@ -110,6 +110,21 @@ def test_a_change_under_way_is_not_reported_yet(library: Library) -> None:
     assert _warnings(library) == {"search": None, "read": None, "api": None}
 
 
+def test_an_edit_stamped_in_the_future_is_said_to_have_changed(library: Library) -> None:
+    """A file synced from a machine whose clock is ahead (or `touch -d tomorrow`) has an mtime
+    after now. It was taken for a change under way, so its answers were silent until the clock
+    caught up (an hour here), while `markindex index` would update it at once. Only an mtime
+    within DRIFT_GRACE_S of now, on either side, is a change under way; so for a deleted file's
+    folder."""
+    path = write(library.root, "a.md", "# Alpha\n\nTwo new lines.\nMore.\n\n" + FOX[9:])
+    later = time.time_ns() + 3600 * 10**9
+    os.utime(path, ns=(later, later))
+    (library.root / "b.md").unlink()
+    os.utime(library.root, ns=(later, later))
+    warning = _warnings(library)["search"]
+    assert warning is not None and warning.startswith("a.md, b.md changed on disk"), warning
+
+
 def test_a_removed_folder_is_said_to_have_changed(library: Library) -> None:
     """The cited file's folder is gone too: its nearest folder still there says when."""
     write(library.root, "sub/deep/d.md", "# Deep\n\nA fox deep down.\n")
