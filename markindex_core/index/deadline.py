@@ -5,7 +5,9 @@ raises `ParseTimedOut` in the parsing thread instead (CPython's `PyThreadState_S
 which lands at its next bytecode, so a parse stuck in a Python loop ends there and its document is
 skipped, as a worker's would be. A parse stuck inside one native call (a regex, the segmenter)
 ends only when that call returns: the watchdog logs it as an error when it does not, so a daemon
-that stops updating says why. A daemon that stops ends a parse the same way (`interrupt`).
+that stops updating says why. A daemon that stops ends a parse the same way (`interrupt`), with
+`ParseInterrupted`: what the daemon raises is an Exception, which the parse would take for a
+failure of the document.
 
 The exception is raised only while that document is parsed: the parsing thread arms and disarms
 under a lock, and withdraws a shot that has not landed yet, so it never lands in the code that
@@ -37,6 +39,13 @@ class ParseTimedOut(BaseException):
     and parse on."""
 
 
+class ParseInterrupted(BaseException):
+    """Raised in a parse that `interrupt` asked to end (a daemon stopping). A BaseException for
+    the same reason: the stop itself is an Exception, which the parse's `except Exception` took
+    for a failure of the document (recorded as skipped, its indexed version deleted). `run`
+    raises what `interrupt` raises in its place."""
+
+
 def timed_out(seconds: float) -> str:
     """The skip reason of a document whose parse missed its deadline (in a worker or here)."""
     return f"timed out: not parsed within {seconds:g} s"
@@ -51,9 +60,9 @@ def _raise_in(thread_id: int, exc: type[BaseException] | None) -> bool:
     return True
 
 
-# The exception types a watchdog has raised in a parse: one of them met by sys.unraisablehook was
+# The exception types a watchdog raises in a parse: one of them met by sys.unraisablehook was
 # swallowed by a callback (and is raised again), not an error of the callback.
-_SHOT_TYPES: set[type[BaseException]] = {ParseTimedOut}
+_SHOT_TYPES: tuple[type[BaseException], ...] = (ParseTimedOut, ParseInterrupted)
 _hook_lock = threading.Lock()
 _hooked = False
 
@@ -83,8 +92,9 @@ class ParseDeadline:
     run and ended by `close`, enforces it.
 
     `interrupt`, when given, is called by the watchdog every POOL_WAIT_SLICE_S while a parse
-    runs, as a run calls it between documents; the exception it raises (a daemon stopping) is
-    raised in the parse, so a stop does not wait for it. Its type is raised, without arguments.
+    runs, as a run calls it between documents; when it raises (a daemon stopping), the parse is
+    ended with ParseInterrupted, so a stop does not wait for it, and `run` raises what
+    `interrupt` raises (or, should it no longer, its type without arguments).
     """
 
     def __init__(self, seconds: float, interrupt: Callable[[], None] | None = None) -> None:
@@ -100,6 +110,7 @@ class ParseDeadline:
         self._what = ""
         self._deadline = 0.0
         self._shot: type[BaseException] | None = None
+        self._stop: type[BaseException] | None = None  # what `interrupt` raised, if it did
         self._shot_at = self._last_shot = self._reported_at = 0.0
 
     def run(self, what: str, parse: Callable[[], T]) -> T:
@@ -112,9 +123,20 @@ class ParseDeadline:
                 return parse()
             finally:
                 self._disarm(me)
-        except BaseException:
+        except BaseException as exc:
             self._disarm(me)  # when the shot landed inside the first `_disarm`
+            if isinstance(exc, ParseInterrupted):
+                raise self._stop_exception() from None
             raise
+
+    def _stop_exception(self) -> BaseException:
+        """What `interrupt` raises now, or an instance of the type it raised."""
+        try:
+            if self.interrupt is not None:
+                self.interrupt()
+        except BaseException as exc:
+            return exc
+        return (self._stop or ParseInterrupted)()
 
     def close(self) -> None:
         with self._lock:
@@ -131,7 +153,7 @@ class ParseDeadline:
         with self._lock:
             self._target, self._what = me, what
             self._deadline = time.monotonic() + self.seconds
-            self._shot = None
+            self._shot = self._stop = None
             if self._thread is None:
                 _quiet_lost_shots()
                 self._thread = threading.Thread(
@@ -169,11 +191,11 @@ class ParseDeadline:
                     stop = self._stop_requested()
                     if stop is None and now < self._deadline:
                         continue
-                    shot = stop or ParseTimedOut
+                    shot = ParseInterrupted if stop else ParseTimedOut
                     if not _raise_in(self._target, shot):
                         self._target = None  # nothing to enforce it with
                         continue
-                    _SHOT_TYPES.add(shot)
+                    self._stop = stop
                     self._shot, self._shot_at, self._last_shot = shot, now, now
                     self._reported_at = now
                     continue

@@ -179,3 +179,57 @@ def test_a_timeout_lost_in_a_garbage_collector_callback_is_raised_again() -> Non
     with ParseDeadline(0.1) as deadline, pytest.raises(ParseTimedOut):
         deadline.run("doc.md", parse)
     assert time.monotonic() - started < 2.0
+
+
+def test_a_stop_is_not_taken_for_a_failure_of_the_document() -> None:
+    """A parse turns any Exception into a skip reason (`workers.load`: 'failed to parse: …'),
+    and a daemon's stop is an Exception (`_Stopping`). Raised as such in the parse it was caught
+    there: the document was recorded as skipped ('failed to parse: _Stopping') and its indexed
+    version deleted, and the run went on. The parse now ends with a BaseException, and `run`
+    raises the stop in its place."""
+    stop = threading.Event()
+    stop.set()
+
+    def interrupt() -> None:
+        if stop.is_set():
+            raise _Stopping("the daemon stops")
+
+    def parse() -> str:
+        try:
+            _busy(10)
+        except Exception as exc:  # as workers.load does
+            return f"failed to parse: {type(exc).__name__}"
+        return "parsed"
+
+    started = time.monotonic()
+    with ParseDeadline(120, interrupt) as deadline, pytest.raises(_Stopping, match="daemon stops"):
+        deadline.run("long.md", parse)
+    assert time.monotonic() - started < 5
+
+
+def test_a_stop_during_a_parse_in_this_process_keeps_the_indexed_version(tmp_path: Path) -> None:
+    """The same through a run: the document being parsed when the daemon stops keeps the
+    version the index holds, and is not recorded as skipped. The stop is asked for at the
+    watchdog's second look (POOL_WAIT_SLICE_S into the parse, which takes about 2 s: the same
+    margin as the deadline tests above), once the file has been read."""
+    root = tmp_path / "lib"
+    write(root, "slow.md", "# Slow\n\nThe version indexed before.\n")
+    store, lock = open_for_writing(tmp_path / "index.db")
+    looks = 0
+
+    def interrupt() -> None:
+        nonlocal looks
+        looks += 1
+        if looks > 1:
+            raise _Stopping
+
+    try:
+        Indexer(root, store).run()
+        write(root, "slow.md", _slow_document())
+        with pytest.raises(_Stopping):
+            Indexer(root, store, interrupt=interrupt).run()
+        paths, skipped = set(store.document_paths()), store.skipped()
+    finally:
+        store.close()
+        lock.release()
+    assert paths == {"slow.md"} and skipped == [], skipped
