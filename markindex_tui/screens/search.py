@@ -103,7 +103,8 @@ class SearchScreen(ModalScreen[Hit | None]):
     SearchScreen #query { margin: 0 0; }
     /* wraps in a narrow terminal: the count and "nothing matched; try …" come last */
     SearchScreen #search-info { height: auto; max-height: 3; padding: 0 1; color: $text-muted; }
-    SearchScreen #results { height: 1fr; border: none; }
+    /* min-width: see FolderView (an OptionList with no room for its options raises) */
+    SearchScreen #results { height: 1fr; border: none; min-width: 6; }
     SearchScreen #results > .option-list--option { padding: 0 1; }
     """
 

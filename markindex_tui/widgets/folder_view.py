@@ -49,8 +49,10 @@ class FolderView(OptionList):
             super().__init__()
             self.doc_path = doc_path
 
+    # min-width: Textual's OptionList raises (divides by zero) when its options have no width
+    # left inside their padding and the scrollbar; too narrow, the list overflows, clipped.
     DEFAULT_CSS = """
-    FolderView { height: 1fr; border: none; padding: 0; }
+    FolderView { height: 1fr; border: none; padding: 0; min-width: 6; }
     FolderView:focus { border: none; }
     FolderView > .option-list--option { padding: 0 1; }
     """

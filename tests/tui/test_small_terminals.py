@@ -1,0 +1,43 @@
+"""Small and odd terminal sizes: nothing crashes, nothing important is cut away unseen."""
+
+from __future__ import annotations
+
+import pytest
+
+from markindex_tui.app import MarkindexApp
+from markindex_tui.testing import settle, wait_until
+from markindex_tui.widgets.folder_view import FolderView
+
+pytestmark = pytest.mark.timeout(60)
+
+
+@pytest.mark.parametrize("size", [(30, 8), (29, 10), (2, 6)])
+async def test_a_folder_in_a_very_narrow_terminal_does_not_crash(
+    sample_app: MarkindexApp, size: tuple[int, int]
+) -> None:
+    """At 30 columns the tree kept its 28-column minimum and left the folder's document list
+    2 columns, less its padding: Textual's OptionList divided by a width of 0 and the app died
+    with a ValueError traceback as soon as a folder was highlighted."""
+    app = sample_app
+    async with app.run_test(size=size) as pilot:
+        await settle(pilot)
+        await pilot.press("down")  # guides/: its documents in the folder view
+        await settle(pilot)
+        assert app.screen.query_one(FolderView).display
+    assert app.return_code in (None, 0)
+
+
+@pytest.mark.parametrize("width", [8, 9, 10])
+async def test_search_results_in_a_very_narrow_terminal_do_not_crash(
+    sample_app: MarkindexApp, width: int
+) -> None:
+    """The search box's margins, border and the results' padding take 8 columns: at 8 columns
+    the results had none left and the app died like the folder list did."""
+    app = sample_app
+    async with app.run_test(size=(width, 12)) as pilot:
+        await settle(pilot)
+        await pilot.press("slash", *"upgrade")
+        await settle(pilot)
+        await wait_until(pilot, lambda: getattr(app.screen, "result", None) is not None)
+        await pilot.pause()
+    assert app.return_code in (None, 0)
