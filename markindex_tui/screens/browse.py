@@ -64,6 +64,8 @@ class BrowseScreen(Screen[None]):
         Binding("ctrl+t", "focus_tree", "Focus tree", show=False),
     ]
 
+    NARROW_BELOW = 60  # columns: under this the tree sits above the preview (app.tcss)
+
     def __init__(self) -> None:
         super().__init__()
         self._info_cache: dict[str, DocMeta] = {}
@@ -101,6 +103,11 @@ class BrowseScreen(Screen[None]):
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         report_failure(self, event)  # (the message does not bubble to the app)
+
+    # ----- layout -------------------------------------------------------------------------------
+    def on_resize(self) -> None:
+        # (also sent when a screen on top closes after the terminal was resized under it)
+        self.set_class(self.app.size.width < self.NARROW_BELOW, "-narrow")
 
     # ----- preview ------------------------------------------------------------------------------
     @on(Tree.NodeHighlighted, "#tree")

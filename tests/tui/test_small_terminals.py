@@ -5,8 +5,11 @@ from __future__ import annotations
 import pytest
 
 from markindex_tui.app import MarkindexApp
+from markindex_tui.screens.browse import BrowseScreen
 from markindex_tui.testing import settle, wait_until
 from markindex_tui.widgets.folder_view import FolderView
+from markindex_tui.widgets.library_tree import LibraryTree
+from markindex_tui.widgets.lines_view import LinesView
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -41,3 +44,37 @@ async def test_search_results_in_a_very_narrow_terminal_do_not_crash(
         await wait_until(pilot, lambda: getattr(app.screen, "result", None) is not None)
         await pilot.pause()
     assert app.return_code in (None, 0)
+
+
+def stacked(app: MarkindexApp) -> bool:
+    """The tree spans the screen above the preview (not beside it)."""
+    tree, lines = app.screen.query_one(LibraryTree).region, app.screen.query_one(LinesView).region
+    return tree.width == app.size.width and lines.y >= tree.bottom and lines.x == 0
+
+
+async def test_a_narrow_terminal_stacks_the_tree_above_the_preview(
+    sample_app: MarkindexApp,
+) -> None:
+    """At 40 columns the tree kept its 28-column minimum beside the preview, which had 11
+    columns: a wrapped word or two per line. Under 60 columns the tree now sits above the
+    preview, both full width; wider again, they are side by side. A resize while the search
+    is on top reaches the library screen when the search closes."""
+    app = sample_app
+    async with app.run_test(size=(40, 12)) as pilot:
+        await settle(pilot)
+        await pilot.press("end")  # README.md: its lines in the preview
+        await settle(pilot)
+        assert stacked(app)
+        assert app.screen.query_one(LinesView).region.width == 40
+        await pilot.resize_terminal(100, 30)
+        await settle(pilot)
+        assert not stacked(app)
+        assert app.screen.query_one(LinesView).region.x > 28
+        await pilot.press("slash", *"upgrade")
+        await settle(pilot)
+        await pilot.resize_terminal(50, 20)
+        await settle(pilot)
+        await pilot.press("escape")
+        await settle(pilot)
+        assert isinstance(app.screen, BrowseScreen)
+        assert stacked(app)
