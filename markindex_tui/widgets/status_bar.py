@@ -14,7 +14,7 @@ from markindex_tui.data import Status, age
 def render_status(
     name: str, s: Status, now: float, watching: str, changes: str | None = None
 ) -> Text:
-    text = Text.assemble((f" {name} ", "bold"))
+    text = Text.assemble((f"{name} ", "bold"))
     if s.error is not None:
         text.append("· index unusable", style="bold red")
     elif not s.indexed:
@@ -55,11 +55,14 @@ def _writer(s: Status, watching: str) -> tuple[str, str]:
 
 
 class StatusBar(Static):
-    """Updated by the app whenever the index or the writer changes."""
+    """Updated by the app whenever the index or the writer changes; one row when it fits, up
+    to three in a narrow terminal (what it warns of, and the key that fixes it, come last)."""
 
     DEFAULT_CSS = """
     StatusBar {
-        height: 1;
+        height: auto;
+        max-height: 3;
+        padding: 0 1;
         background: $panel;
         color: $foreground;
     }

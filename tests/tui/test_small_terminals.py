@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
-import pytest
+import io
+from pathlib import Path
 
+import pytest
+from rich.console import Console
+
+from markindex_core.library import Library
 from markindex_tui.app import MarkindexApp
 from markindex_tui.screens.browse import BrowseScreen
-from markindex_tui.testing import settle, wait_until
+from markindex_tui.testing import make_app, settle, wait_until
 from markindex_tui.widgets.folder_view import FolderView
 from markindex_tui.widgets.library_tree import LibraryTree
 from markindex_tui.widgets.lines_view import LinesView
+from markindex_tui.widgets.status_bar import StatusBar
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -78,3 +84,44 @@ async def test_a_narrow_terminal_stacks_the_tree_above_the_preview(
         await settle(pilot)
         assert isinstance(app.screen, BrowseScreen)
         assert stacked(app)
+
+
+def screen_lines(app: MarkindexApp) -> list[str]:
+    """The terminal's rows as text (double-width characters take one character each)."""
+    width, height = app.size
+    console = Console(width=width, height=height, file=io.StringIO(), record=True)
+    console.print(app.screen._compositor.render_update(full=True))
+    return console.export_text(styles=False).splitlines()
+
+
+def status_text(app: MarkindexApp) -> str:
+    """What the status bar's rows show, joined into one line."""
+    region = app.screen.query_one(StatusBar).region
+    rows = screen_lines(app)[region.y : region.bottom]
+    return " ".join(" ".join(rows).split())
+
+
+async def test_a_long_status_line_wraps_instead_of_losing_its_end(tmp_path: Path) -> None:
+    """The status bar was one row: at 80 columns '1 changed, 1 new on disk since indexed (2
+    files: i updates)' lost its end, the key that fixes it, and at 40 columns even whether a
+    daemon writes was cut. It now wraps onto up to three rows when it must."""
+    root = tmp_path / "lib"
+    root.mkdir()
+    (root / "a.md").write_text("# A\n\nalpha\n", encoding="utf-8")
+    Library(root).index()
+    (root / "a.md").write_text("# A\n\nalpha, edited since\n", encoding="utf-8")
+    (root / "c.md").write_text("# C\n\ncharlie\n", encoding="utf-8")
+    app = make_app(root)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        bar = app.screen.query_one(StatusBar)
+        await wait_until(pilot, lambda: bar.changes is not None)
+        await pilot.pause()
+        said = "1 changed, 1 new on disk since indexed (2 files: i updates)"
+        assert said in status_text(app)
+        await pilot.resize_terminal(40, 12)
+        await settle(pilot)
+        assert "1 document · indexed just now · no daemon · " + said in status_text(app)
+        await pilot.resize_terminal(160, 30)
+        await settle(pilot)
+        assert bar.region.height == 1  # when it fits, one row as before
