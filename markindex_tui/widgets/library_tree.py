@@ -109,6 +109,12 @@ class LibraryTree(Tree[Entry]):
     def on_resize(self) -> None:
         # Deep section trees must stay readable in an 80-column terminal.
         self.guide_depth = 2 if self.size.width < 48 else 3
+        # A resize (the panes stack or unstack) left the tree scrolled away from its cursor.
+        self.call_after_refresh(self._cursor_into_view)
+
+    def _cursor_into_view(self) -> None:
+        if self.cursor_node is not None:
+            self.scroll_to_node(self.cursor_node, animate=False)
 
     def on_mount(self) -> None:
         self.root.expand()

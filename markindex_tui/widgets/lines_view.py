@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from textual.geometry import Offset
 from textual.message import Message
 from textual.widgets import TextArea
 from textual.widgets.text_area import Selection
@@ -60,9 +61,24 @@ class LinesView(TextArea):
         self.shown: Preview | None = None
         self._shows = 0  # previews shown so far: a scroll scheduled for an earlier one is dropped
         self._asked = False
+        self._width = 0  # the width the lines were last wrapped at (see on_resize)
+        self._placing = False  # a scroll to a passage or back to a place is pending
 
     def on_mount(self) -> None:
         self.watch(self, "scroll_y", self._scrolled, init=False)
+
+    def on_resize(self) -> None:
+        """A new width wraps the lines anew: keep the line that was at the top there."""
+        width, self._width = self._width, self.size.width
+        if width in (0, self.size.width) or self._placing:
+            return  # same wrap; or a new preview is about to scroll to its own place
+        # Runs before TextArea rewraps for the new width: this is the old wrap's top row.
+        top = self.wrapped_document.offset_to_location(Offset(0, round(self.scroll_y)))
+        self.call_after_refresh(self._top_back, self._shows, top[0])
+
+    def _top_back(self, shows: int, row: int) -> None:
+        if shows == self._shows and row < self.document.line_count:
+            self.scroll_to(y=self.wrapped_document.location_to_offset((row, 0)).y, animate=False)
 
     def _scrolled(self, y: float) -> None:
         p = self.shown
@@ -92,6 +108,7 @@ class LinesView(TextArea):
         self.shown = p
         self._shows += 1
         self._asked = False
+        self._placing = False
         rows = [shown_line(line) for line in p.lines]
         self.load_text("\n".join(rows))
         self.show_line_numbers = bool(p.lines)
@@ -101,17 +118,22 @@ class LinesView(TextArea):
             r0 = min(max(focus[0] - p.start, 0), last_row)
             r1 = min(max(focus[1] - p.start, r0), last_row)
             self.selection = Selection((r1, len(rows[r1])), (r0, 0))
+            self._placing = True
             self.call_after_refresh(self._scroll_to_row, self._shows, r0)
         elif keep_scroll:
+            self._placing = True
             self.call_after_refresh(self._scroll_back, self._shows, scroll.x, scroll.y)
         else:
             self.scroll_home(animate=False)
 
     def _scroll_back(self, shows: int, x: float, y: float) -> None:
         if shows == self._shows:  # (not a later preview: it starts at its own place)
+            self._placing = False
             self.scroll_to(x, y, animate=False)
 
     def _scroll_to_row(self, shows: int, row: int) -> None:
+        if shows == self._shows:
+            self._placing = False
         if shows != self._shows or row >= self.document.line_count:
             return  # another preview replaced it before this refresh: keep that one's place
         y = self.wrapped_document.location_to_offset((row, 0)).y

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from rich.console import Console
+from textual.geometry import Offset
 
 from markindex_core.library import Library
 from markindex_tui.app import MarkindexApp
@@ -125,3 +126,44 @@ async def test_a_long_status_line_wraps_instead_of_losing_its_end(tmp_path: Path
         await pilot.resize_terminal(160, 30)
         await settle(pilot)
         assert bar.region.height == 1  # when it fits, one row as before
+
+
+def top_line(view: LinesView) -> int:
+    """The file's line number at the top of the preview (soft-wrapped rows vary with width)."""
+    row, _ = view.wrapped_document.offset_to_location(Offset(0, round(view.scroll_y)))
+    return view.line_number_start + row
+
+
+def cursor_in_view(tree: LibraryTree) -> bool:
+    return tree.scroll_y <= tree.cursor_line < tree.scroll_y + tree.scrollable_content_region.height
+
+
+async def test_a_resize_keeps_the_tree_cursor_and_the_preview_place(tmp_path: Path) -> None:
+    """After a search jump, shrinking the terminal (or growing it back) left the tree scrolled
+    to its top with the cursor out of sight, and the preview scrolled by the same number of
+    rows while its lines wrapped anew: it showed other lines than the cited passage. Now the
+    tree scrolls to its cursor and the preview keeps the line it had at its top."""
+    root = tmp_path / "lib"
+    (root / "deep" / "er").mkdir(parents=True)
+    prose = " ".join(["words that wrap differently at every terminal width"] * 3)
+    body = "\n".join(f"{prose} {i}" for i in range(1, 120))
+    for n in range(30):
+        (root / "deep" / "er" / f"d{n:02}.md").write_text(f"# D{n}\n\nbody\n", encoding="utf-8")
+    (root / "deep" / "er" / "zz.md").write_text(
+        f"# Long\n\n{body}\n\nthe zebrafish passage\n\n{body}\n", encoding="utf-8"
+    )
+    Library(root).index()
+    app = make_app(root)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        await pilot.press("slash", *"zebrafish", "enter")
+        await settle(pilot)
+        tree, view = app.screen.query_one(LibraryTree), app.screen.query_one(LinesView)
+        await wait_until(pilot, lambda: top_line(view) > 100)  # scrolled to the passage (L123)
+        before = top_line(view)
+        assert cursor_in_view(tree)
+        for size in ((40, 12), (100, 30), (59, 20)):
+            await pilot.resize_terminal(*size)
+            await settle(pilot)
+            assert cursor_in_view(tree), size
+            assert top_line(view) == before, size
