@@ -87,6 +87,7 @@ DRIFT_GRACE_S = 5.0  # … longer ago than this (a daemon indexes a save within 
 DRIFT_HASH_BYTES = (
     64 * 1024 * 1024
 )  # status reads this much at most to tell a new mtime from an edit
+DRIFT_HASH_CACHE = 256  # hashes of cited files kept (by inode, size, mtime, ctime) between answers
 MAX_STRING_ARG = 1024
 MAX_NODE_IDS = 20
 

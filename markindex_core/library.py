@@ -39,6 +39,7 @@ from markindex_core.store.files import (
     remove_db_files,
     write_error,
 )
+from markindex_core.store.lock import writer_lock_state
 
 if TYPE_CHECKING:  # the indexer loads only when indexing, the searcher and tools only when
     # searching (~85 ms an index run does not spend)
@@ -208,7 +209,8 @@ class Library:
     def drift_warning(self, doc_paths: list[str]) -> str | None:
         """`index.drift.drift_warning` of those of `doc_paths` whose file changed since it was
         indexed: what an answer citing them says."""
-        return drift_warning(changed_on_disk(self.root, self.store, doc_paths))
+        changed = changed_on_disk(self.root, self.store, doc_paths)
+        return drift_warning(changed, writing=bool(changed) and writer_lock_state(self.db_path)[0])
 
     def unfinished_run_warning(self) -> str | None:
         """`store.runs.unfinished_warning` when the last index run stopped before its end."""

@@ -9,6 +9,7 @@ compares them), never the library.
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from collections.abc import Iterable
@@ -16,7 +17,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from markindex_core.config import DRIFT_GRACE_S, DRIFT_HASH_BYTES, DRIFT_PATHS_SHOWN
+from markindex_core.config import (
+    DRIFT_GRACE_S,
+    DRIFT_HASH_BYTES,
+    DRIFT_HASH_CACHE,
+    DRIFT_PATHS_SHOWN,
+)
 from markindex_core.index.reading import Unreadable, content_hash, read_regular
 from markindex_core.index.scan import IgnoreRules, below_any, remembered_ignore, scan
 from markindex_core.store.db import Store
@@ -38,14 +44,16 @@ def changed_on_disk(root: Path, store: Store, doc_paths: Iterable[str]) -> list[
             continue
         try:
             st = os.stat(root / path, follow_symlinks=False)
-        except OSError:
+        except PermissionError:  # a folder this user may not enter now: no telling, and no run
+            continue  # could change it (a run keeps what the index holds there)
+        except OSError:  # gone: deleted, its folder replaced by a file or a broken link
             if not _under_way(_gone_at(root, path), now):
                 changed.append(path)
             continue
         if _under_way(st.st_mtime_ns, now):
             continue  # a daemon indexes it in a moment: no alarm for a change under way
         if st.st_size != state.size or (
-            st.st_mtime_ns != state.mtime_ns and _hash(root / path) != state.hash
+            st.st_mtime_ns != state.mtime_ns and _hash(root / path, st) != state.hash
         ):
             changed.append(path)
     return changed
@@ -72,17 +80,28 @@ def _gone_at(root: Path, path: str) -> int:
             folder = folder.parent
 
 
-def _hash(path: Path) -> str | None:
+def _hash(path: Path, st: os.stat_result) -> str | None:
     """The file's content hash, as the index stores it (None when it cannot be read): a new
-    mtime alone (a checkout, a copy, `touch`) is no change when the content is the same."""
+    mtime alone (a checkout, a copy, `touch`) is no change when the content is the same. Kept
+    for the file as `st` finds it, so a re-stamped file cited by query after query is read once."""
+    return _hash_of(str(path), st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+@functools.lru_cache(maxsize=DRIFT_HASH_CACHE)
+def _hash_of(path: str, ino: int, size: int, mtime_ns: int, ctime_ns: int) -> str | None:
+    return _read_hash(path)
+
+
+def _read_hash(path: str) -> str | None:
     try:
-        return content_hash(read_regular(str(path))[0])
+        return content_hash(read_regular(path)[0])
     except (OSError, Unreadable):
         return None
 
 
-def drift_warning(changed: list[str]) -> str | None:
-    """What an answer citing `changed` (see `changed_on_disk`) says of them, or None."""
+def drift_warning(changed: list[str], *, writing: bool = False) -> str | None:
+    """What an answer citing `changed` (see `changed_on_disk`) says of them, or None. `writing`:
+    a writer (a daemon catching up, an index run) holds the index now, and will take them in."""
     if not changed:
         return None
     shown = ", ".join(changed[:DRIFT_PATHS_SHOWN])
@@ -90,10 +109,14 @@ def drift_warning(changed: list[str]) -> str | None:
         f" and {len(changed) - DRIFT_PATHS_SHOWN} more" if len(changed) > DRIFT_PATHS_SHOWN else ""
     )
     them = "it was" if len(changed) == 1 else "they were"
+    todo = (
+        "the index is being updated now: search again in a moment"
+        if writing
+        else "run `markindex index`, or keep a daemon running"
+    )
     return (
         f"{shown}{more} changed on disk since {them} indexed: the cited lines are the indexed"
-        " version and may have moved in the file (run `markindex index`, or keep a daemon"
-        " running)"
+        f" version and may have moved in the file ({todo})"
     )
 
 
@@ -147,7 +170,7 @@ def folder_drift(root: Path, store: Store) -> FolderDrift | None:
             drift.changed.append(rel)
         elif st.mtime_ns != old.mtime_ns:
             budget -= st.size
-            if budget < 0 or _hash(root / rel) != old.hash:
+            if budget < 0 or _read_hash(str(root / rel)) != old.hash:
                 drift.changed.append(rel)
     drift.removed = sorted(
         p

@@ -408,7 +408,10 @@ def _drift(lib: IndexAccess, store: Store, data: dict[str, Any]) -> str | None:
     """`drift_warning` of the documents an answer cites; a failure to tell costs the warning
     (logged), never the answer."""
     try:
-        return drift_warning(changed_on_disk(lib.root, store, _cited(data)))
+        changed = changed_on_disk(lib.root, store, _cited(data))
+        return drift_warning(
+            changed, writing=bool(changed) and writer_active(lock_path_for(lib.db_path))
+        )
     except (apsw.Error, OSError, ValueError):
         log.exception("could not compare the cited documents with their files")
         return None

@@ -182,3 +182,56 @@ def test_a_folder_that_cannot_be_listed_is_not_compared(library: Library, tmp_pa
     (tmp_path / "empty").mkdir()
     drift = folder_drift(tmp_path / "empty", store)
     assert drift is not None and len(drift.removed) == 3 and drift.count == 3
+
+
+def test_a_document_this_user_may_not_reach_now_is_not_said_to_have_changed(
+    library: Library, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cited file below a folder that became unreadable was reported as changed, with 'run
+    `markindex index`', which cannot help: a run keeps what the index holds below a folder it
+    may not read. Nothing is said when there is no telling."""
+    real_stat = os.stat
+    denied = str(library.root / "a.md")
+
+    def stat(path: Any, *args: Any, **kwargs: Any) -> os.stat_result:
+        if str(path) == denied:
+            raise PermissionError(13, "Permission denied", denied)
+        return real_stat(path, *args, **kwargs)
+
+    _edit(library.root, "a.md", FOX + "\nAn edit nobody can see now.\n")
+    then = time.time_ns() - A_MINUTE_AGO_NS
+    os.utime(library.root, ns=(then, then))  # no change under way in its folder either
+    monkeypatch.setattr(os, "stat", stat)
+    assert _warnings(library) == {"search": None, "read": None, "api": None}
+
+
+def test_a_restamped_file_is_read_once_for_many_answers(library: Library) -> None:
+    """A new mtime with the same size makes the answer hash the file; a static index after a
+    checkout re-stamps every file, and each answer read each cited file again (up to 64 MB).
+    The hash is kept for the file as it is (inode, size, mtime, ctime)."""
+    from markindex_core.index import drift
+
+    path = library.root / "a.md"
+    st = path.stat()
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns - A_MINUTE_AGO_NS))
+    drift._hash_of.cache_clear()
+    for _ in range(5):
+        assert library.drift_warning(["a.md"]) is None
+    info = drift._hash_of.cache_info()
+    assert info.misses == 1 and info.hits == 4, info
+
+
+def test_an_index_being_written_says_it_is_catching_up(library: Library) -> None:
+    """While a writer holds the index (a daemon catching up, an index run), the warning told the
+    reader to run `markindex index`, which would only fail with 'another process writes'."""
+    from markindex_core.store.lock import WriterLock
+
+    _edit(library.root, "a.md", FOX + "\nAdded while a writer runs.\n")
+    lock = WriterLock(library.db_path)
+    lock.acquire()
+    try:
+        warning = library.drift_warning(["a.md"])
+    finally:
+        lock.release()
+    assert warning is not None and "being updated now" in warning, warning
+    assert "markindex index" not in warning
