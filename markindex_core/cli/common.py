@@ -97,7 +97,8 @@ def add_library_args(
 def add_indexing_options(p: argparse.ArgumentParser) -> None:
     """--ignore/--clear-ignore and --setext/--no-setext, for every command that writes the
     index (`ignore_patterns` reads the first pair)."""
-    p.add_argument(
+    ignoring = p.add_mutually_exclusive_group()
+    ignoring.add_argument(
         "--ignore",
         action="append",
         default=None,
@@ -105,7 +106,7 @@ def add_indexing_options(p: argparse.ArgumentParser) -> None:
         help="gitignore-style pattern relative to ROOT to leave out (repeatable; remembered by "
         "the index: the patterns given replace those it remembers)",
     )
-    p.add_argument(
+    ignoring.add_argument(
         "--clear-ignore",
         action="store_true",
         help="forget the --ignore patterns the index remembers (ignore files still apply)",

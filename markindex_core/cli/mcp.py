@@ -159,6 +159,13 @@ def _check_http_options(args: argparse.Namespace) -> None:
             "--allowed-host and --allowed-origin apply to HTTP only",
             "add --transport streamable-http, or leave them out",
         )
+    if (args.ignore or args.clear_ignore or args.setext is not None) and not (
+        args.watch or args.reindex_on_start
+    ):
+        raise InvalidArgument(
+            "--ignore, --clear-ignore and --setext apply when mcp indexes",
+            "add --watch (a live index) or --reindex-on-start, or leave them out",
+        )
     if args.transport != "stdio" and args.watch:
         # The live index serves MCP over stdio only; served over HTTP, it went to stdin instead.
         raise InvalidArgument(

@@ -670,3 +670,17 @@ def test_a_remembered_ignore_pattern_that_is_not_valid_is_left_out(
     assert st["changed_on_disk"]["added"] == 0, st
     code, out, err = run(capsys, "index", str(root), "--db", db, "--json")
     assert code == 0 and json.loads(out)["added"] == [], (out, err)
+
+
+def test_options_that_would_do_nothing_are_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--ignore x --clear-ignore` let the patterns win without a word, and `mcp --ignore x`
+    (no --watch, no --reindex-on-start) was accepted and did nothing."""
+    root = tmp_path / "lib"
+    write(root, "a.md", "# A\n\nalpha\n")
+    with pytest.raises(SystemExit) as usage:
+        main(["index", str(root), "--ignore", "x", "--clear-ignore"])
+    assert usage.value.code == 2 and "not allowed with" in capsys.readouterr().err
+    code, _, err = run(capsys, "mcp", str(root), "--ignore", "x")
+    assert code == 1 and "apply when mcp indexes" in err and "--watch" in err, err
