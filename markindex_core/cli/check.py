@@ -12,6 +12,7 @@ from markindex_core.cli.common import (
     help_epilog,
     open_library,
 )
+from markindex_core.errors import IndexMissing
 
 
 def register(sub: Subparsers) -> None:
@@ -40,6 +41,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     from markindex_core.text.safe import printable
 
     lib = open_library(args)
+    if not lib.has_index():
+        raise IndexMissing(f"no index at {lib.db_path}", lib.build_hint())
     if args.json:
         report = check_index(lib.db_path)
         emit_json(report.to_json())

@@ -494,7 +494,7 @@ def _call(lib: IndexAccess, name: Any, args: Any) -> tuple[str, bool]:
             {},
             steps(
                 "a daemon serving these tools rebuilds it from the folder (try again in a while);"
-                " otherwise an operator must run `markindex index ROOT --rebuild`"
+                f" otherwise an operator must run `{lib.command()} --rebuild`"
             ),
         ), False
     except Exception as exc:  # a tool never raises: report, log the traceback on stderr

@@ -150,6 +150,9 @@ def test_no_index_yet_names_the_command_that_builds_it(shared_tmp: Path) -> None
     db = shared_tmp / "elsewhere" / "index.db"
     line = one_clear_line(run_child([*search, "--db", str(db)]).stderr)
     assert f"run `markindex index {root} --db {db}` to build it" in line, line
+    check = [sys.executable, "-m", "markindex_core", "check", str(root), "--db", str(db)]
+    line = one_clear_line(run_child(check).stderr)  # `check` said ROOT too
+    assert f"run `markindex index {root} --db {db}` to build it" in line, line
     line = one_clear_line(run_child(search, nobody=True).stderr)
     assert f"the folder {root} is read-only" in line, line
     assert f"markindex index {root} --db FILE" in line, line
