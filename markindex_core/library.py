@@ -28,7 +28,7 @@ from markindex_core.errors import (
     OtherLibrary,
     ReadOnlyLibrary,
 )
-from markindex_core.index.drift import changed_on_disk, drift_warning
+from markindex_core.index.drift import cited_drift_warning
 from markindex_core.store import runs
 from markindex_core.store.db import Store, check_replaceable, held_by_other_library
 from markindex_core.store.files import (
@@ -39,7 +39,6 @@ from markindex_core.store.files import (
     remove_db_files,
     write_error,
 )
-from markindex_core.store.lock import writer_lock_state
 
 if TYPE_CHECKING:  # the indexer loads only when indexing, the searcher and tools only when
     # searching (~85 ms an index run does not spend)
@@ -207,10 +206,9 @@ class Library:
         return warning or self.unfinished_run_warning()
 
     def drift_warning(self, doc_paths: list[str]) -> str | None:
-        """`index.drift.drift_warning` of those of `doc_paths` whose file changed since it was
+        """`index.drift.cited_drift_warning` of those of `doc_paths` whose file changed since it was
         indexed: what an answer citing them says."""
-        changed = changed_on_disk(self.root, self.store, doc_paths)
-        return drift_warning(changed, writing=bool(changed) and writer_lock_state(self.db_path)[0])
+        return cited_drift_warning(self.root, self.store, self.db_path, doc_paths)
 
     def unfinished_run_warning(self) -> str | None:
         """`store.runs.unfinished_warning` when the last index run stopped before its end."""

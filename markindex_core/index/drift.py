@@ -26,6 +26,7 @@ from markindex_core.config import (
 from markindex_core.index.reading import Unreadable, content_hash, read_regular
 from markindex_core.index.scan import IgnoreRules, below_any, remembered_ignore, scan
 from markindex_core.store.db import Store
+from markindex_core.store.lock import lock_path_for, writer_active
 
 
 def changed_on_disk(root: Path, store: Store, doc_paths: Iterable[str]) -> list[str]:
@@ -53,7 +54,9 @@ def changed_on_disk(root: Path, store: Store, doc_paths: Iterable[str]) -> list[
         if _under_way(st.st_mtime_ns, now):
             continue  # a daemon indexes it in a moment: no alarm for a change under way
         if st.st_size != state.size or (
-            st.st_mtime_ns != state.mtime_ns and _hash(root / path, st) != state.hash
+            st.st_mtime_ns != state.mtime_ns
+            and _hash(str(root / path), st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+            != state.hash
         ):
             changed.append(path)
     return changed
@@ -80,23 +83,29 @@ def _gone_at(root: Path, path: str) -> int:
             folder = folder.parent
 
 
-def _hash(path: Path, st: os.stat_result) -> str | None:
-    """The file's content hash, as the index stores it (None when it cannot be read): a new
-    mtime alone (a checkout, a copy, `touch`) is no change when the content is the same. Kept
-    for the file as `st` finds it, so a re-stamped file cited by query after query is read once."""
-    return _hash_of(str(path), st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-
-
 @functools.lru_cache(maxsize=DRIFT_HASH_CACHE)
-def _hash_of(path: str, ino: int, size: int, mtime_ns: int, ctime_ns: int) -> str | None:
+def _hash(path: str, ino: int, size: int, mtime_ns: int, ctime_ns: int) -> str | None:
+    """`_read_hash`, kept for the file as its stat finds it (inode, size, mtime, ctime): a
+    re-stamped file cited by answer after answer is read once."""
     return _read_hash(path)
 
 
 def _read_hash(path: str) -> str | None:
+    """The file's content hash, as the index stores it (None when it cannot be read): a new
+    mtime alone (a checkout, a copy, `touch`) is no change when the content is the same."""
     try:
         return content_hash(read_regular(path)[0])
     except (OSError, Unreadable):
         return None
+
+
+def cited_drift_warning(
+    root: Path, store: Store, db_path: Path, doc_paths: Iterable[str]
+) -> str | None:
+    """What an answer citing `doc_paths` says of those changed on disk since indexed, or None:
+    `changed_on_disk`, and whether a writer holds the index `db_path` now (it takes them in)."""
+    changed = changed_on_disk(root, store, doc_paths)
+    return drift_warning(changed, writing=bool(changed) and writer_active(lock_path_for(db_path)))
 
 
 def drift_warning(changed: list[str], *, writing: bool = False) -> str | None:
@@ -148,8 +157,9 @@ class FolderDrift:
 
 def folder_drift(root: Path, store: Store) -> FolderDrift | None:
     """Compare every file of the library with the index, as a run would (the ignore files'
-    rules and the --ignore patterns the index remembers): a stat each, and a read and hash for a file whose mtime alone
-    differs, within DRIFT_HASH_BYTES in all (beyond it, a new mtime counts as a change). For
+    rules and the --ignore patterns the index remembers): a stat each, and a read and hash for
+    a file whose mtime alone differs, within DRIFT_HASH_BYTES in all (beyond it, a new mtime
+    counts as a change). For
     `markindex status` of an index no daemon keeps live: 30-60 ms on the evaluation corpus.
     None when the library folder cannot be listed (gone, no permission): nothing to compare."""
     disk = scan(root, IgnoreRules(root, remembered_ignore(store)))

@@ -37,7 +37,7 @@ from markindex_core.config import (
     WARNING_CHARS,
 )
 from markindex_core.errors import IndexMissing, MarkindexError
-from markindex_core.index.drift import changed_on_disk, drift_warning
+from markindex_core.index.drift import cited_drift_warning
 from markindex_core.store.db import held_by_other_library
 from markindex_core.store.files import DAMAGE_ERRORS, damage_detail
 from markindex_core.store.lock import lock_path_for, writer_active
@@ -405,13 +405,10 @@ def call_tool_result(lib: IndexAccess, name: Any, args: Any) -> tuple[str, bool]
 
 
 def _drift(lib: IndexAccess, store: Store, data: dict[str, Any]) -> str | None:
-    """`drift_warning` of the documents an answer cites; a failure to tell costs the warning
+    """`cited_drift_warning` of the documents an answer cites; a failure to tell costs the warning
     (logged), never the answer."""
     try:
-        changed = changed_on_disk(lib.root, store, _cited(data))
-        return drift_warning(
-            changed, writing=bool(changed) and writer_active(lock_path_for(lib.db_path))
-        )
+        return cited_drift_warning(lib.root, store, lib.db_path, _cited(data))
     except (apsw.Error, OSError, ValueError):
         log.exception("could not compare the cited documents with their files")
         return None

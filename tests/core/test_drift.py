@@ -214,10 +214,10 @@ def test_a_restamped_file_is_read_once_for_many_answers(library: Library) -> Non
     path = library.root / "a.md"
     st = path.stat()
     os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns - A_MINUTE_AGO_NS))
-    drift._hash_of.cache_clear()
+    drift._hash.cache_clear()
     for _ in range(5):
         assert library.drift_warning(["a.md"]) is None
-    info = drift._hash_of.cache_info()
+    info = drift._hash.cache_info()
     assert info.misses == 1 and info.hits == 4, info
 
 
