@@ -312,6 +312,8 @@ def scan(root: Path, rules: PathRules) -> ScanResult:
         try:
             entries = list(os.scandir(abs_dir))
         except OSError as exc:
+            if rel_dir and isinstance(exc, (FileNotFoundError, NotADirectoryError)):
+                continue  # gone since its parent was listed (a checkout): its files are gone
             result.errors.append((display_path(rel_dir) or ".", exc.strerror or str(exc)))
             result.unreadable.append(rel_dir)
             continue
@@ -321,6 +323,8 @@ def scan(root: Path, rules: PathRules) -> ScanResult:
             rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
             try:
                 _visit(entry, rel, rules, stack, result)
+            except (FileNotFoundError, NotADirectoryError):
+                continue  # gone since its folder was listed: not on disk, not unreadable
             except OSError as exc:
                 result.errors.append((display_path(rel), exc.strerror or str(exc)))
                 result.unreadable.append(rel)

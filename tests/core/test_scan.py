@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -197,3 +199,29 @@ def test_an_ignore_file_that_is_a_fifo_is_left_out_without_hanging(tmp_path: Pat
     warned = {w["path"]: w["warning"] for w in report["warnings"]}
     assert "not a regular file" in warned["sub/.gitignore"], warned
     assert "not a regular file" in warned[".markindexignore"], warned
+
+
+def test_a_folder_gone_between_listing_and_reading_is_not_unreadable(tmp_path: Path) -> None:
+    """A checkout removed a folder after its parent was listed: the scan called it unreadable,
+    so the daemon warned 'part of the library cannot be read (specs)' and kept the folder's
+    documents in the index. A folder or file gone meanwhile is simply not on disk."""
+    root = tmp_path / "lib"
+    (root / "specs").mkdir(parents=True)
+    (root / "specs" / "a.md").write_text("# A\n", encoding="utf-8")
+    (root / "b.md").write_text("# B\n", encoding="utf-8")
+    real_scandir = os.scandir
+
+    def scandir(path: Any) -> Any:
+        entries = real_scandir(path)
+        if not isinstance(path, int) and Path(path) == root:  # then a checkout removes specs/
+            listed = list(entries)
+            shutil.rmtree(root / "specs")
+            return iter(listed)
+        return entries
+
+    os.scandir = scandir  # type: ignore[assignment]
+    try:
+        result = scan(root, IgnoreRules(root))
+    finally:
+        os.scandir = real_scandir
+    assert set(result.files) == {"b.md"} and not result.unreadable and not result.errors, result
