@@ -37,6 +37,13 @@ class InvalidArgument(MarkindexError):
     code = "INVALID_INPUT"
 
 
+class UsageError(InvalidArgument):
+    """Options that cannot go together, or a value out of its range: a usage error (exit 2),
+    like those argparse finds, only found after parsing."""
+
+    code = "USAGE"
+
+
 class OtherLibrary(MarkindexError):
     """The index file holds another library: writing this one into it would remove that one's."""
 

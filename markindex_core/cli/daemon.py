@@ -109,17 +109,17 @@ def register(sub: Subparsers) -> None:
 
 
 def cmd_daemon(args: argparse.Namespace) -> int:
-    from markindex_core.errors import InvalidArgument
+    from markindex_core.errors import UsageError
     from markindex_core.index.scan import normalize_ignore_pattern
     from markindex_core.serve.daemon import run_daemon
 
     if args.quiet_ms is not None and not 0 <= args.quiet_ms <= DAEMON_QUIET_MS_MAX:
-        raise InvalidArgument(
+        raise UsageError(
             f"--quiet-ms must be between 0 and {DAEMON_QUIET_MS_MAX}",
             f"e.g. --quiet-ms {DAEMON_QUIET_MS}",
         )
     if args.sweep_s is not None and not 0 <= args.sweep_s <= DAEMON_SWEEP_S_MAX:
-        raise InvalidArgument(
+        raise UsageError(
             f"--sweep-s must be between 0 and {DAEMON_SWEEP_S_MAX}",
             f"e.g. --sweep-s {DAEMON_SWEEP_S}",
         )

@@ -16,7 +16,7 @@ from markindex_core.cli.common import (
 )
 from markindex_core.cli.retrieve import add_model_args
 from markindex_core.config import EVAL_AGENT_CONCURRENCY, RETRIEVE_MAX_STEPS
-from markindex_core.errors import InvalidArgument
+from markindex_core.errors import InvalidArgument, UsageError
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -197,7 +197,7 @@ def _run_agent(
     from markindex_core.llm.models import require_llm_extra
 
     if not args.model:
-        raise InvalidArgument(
+        raise UsageError(
             "--mode agent needs --model P:M", "e.g. --model anthropic:claude-sonnet-4-5"
         )
     require_llm_extra()

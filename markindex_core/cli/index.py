@@ -120,7 +120,7 @@ def summarizer_from_args(
 ) -> Summarizer | None:
     """The summary hook the options ask for (None without --summary-model); fails before any
     indexing when the extra or a key is missing."""
-    from markindex_core.errors import InvalidArgument
+    from markindex_core.errors import UsageError
 
     if args.summary_model is None:
         given = [
@@ -134,7 +134,7 @@ def summarizer_from_args(
             if value
         ]
         if given:
-            raise InvalidArgument(
+            raise UsageError(
                 f"{given[0]} needs --summary-model", "e.g. --summary-model openai:gpt-4o-mini"
             )
         return None

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from types import ModuleType
 from typing import Any, NoReturn
 
-from markindex_core.errors import MarkindexError
+from markindex_core.errors import MarkindexError, UsageError
 
 EPILOG = """Every command takes --db FILE (default ROOT/.markindex/index.db) and --json;
 `markindex COMMAND --help` explains one command, with examples.
@@ -143,6 +143,9 @@ def _run(words: list[str]) -> int:
     setup_logging(json=getattr(args, "json", False), verbose=getattr(args, "verbose", False))
     try:
         return func(args)
+    except UsageError as exc:
+        _error(exc.message, exc.hint, getattr(args, "json", False), exc.code)
+        return 2
     except MarkindexError as exc:
         _error(exc.message, exc.hint, getattr(args, "json", False), exc.code)
         return 1

@@ -152,23 +152,23 @@ def _now() -> str:
 
 def _check_http_options(args: argparse.Namespace) -> None:
     """--allowed-host/--allowed-origin only mean something over HTTP: say so rather than ignore."""
-    from markindex_core.errors import InvalidArgument
+    from markindex_core.errors import UsageError
 
     if args.transport == "stdio" and (args.allowed_host or args.allowed_origin):
-        raise InvalidArgument(
+        raise UsageError(
             "--allowed-host and --allowed-origin apply to HTTP only",
             "add --transport streamable-http, or leave them out",
         )
     if (args.ignore or args.clear_ignore or args.setext is not None) and not (
         args.watch or args.reindex_on_start
     ):
-        raise InvalidArgument(
+        raise UsageError(
             "--ignore, --clear-ignore and --setext apply when mcp indexes",
             "add --watch (a live index) or --reindex-on-start, or leave them out",
         )
     if args.transport != "stdio" and args.watch:
         # The live index serves MCP over stdio only; served over HTTP, it went to stdin instead.
-        raise InvalidArgument(
+        raise UsageError(
             "--watch serves MCP over stdio only",
             "to serve a live index over HTTP, run `markindex daemon ROOT --no-mcp` beside "
             "`markindex mcp ROOT --transport streamable-http` (its answers say when the daemon "

@@ -683,4 +683,27 @@ def test_options_that_would_do_nothing_are_refused(
         main(["index", str(root), "--ignore", "x", "--clear-ignore"])
     assert usage.value.code == 2 and "not allowed with" in capsys.readouterr().err
     code, _, err = run(capsys, "mcp", str(root), "--ignore", "x")
-    assert code == 1 and "apply when mcp indexes" in err and "--watch" in err, err
+    assert code == 2 and "apply when mcp indexes" in err and "--watch" in err, err
+
+
+def test_options_refused_after_parsing_are_usage_errors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Options that cannot go together, or a value out of range, exit 2 with code USAGE, as
+    argparse's own usage errors do (the README's exit statuses): they exited 1, which scripts
+    read as a failure of the work itself."""
+    root = tmp_path / "lib"
+    write(root, "a.md", "# A\n\nalpha\n")
+    db = str(tmp_path / "idx" / "index.db")
+    refused = [
+        (["mcp", str(root), "--db", db, "--watch", "--transport", "streamable-http"], "--watch"),
+        (["mcp", str(root), "--db", db, "--allowed-host", "x.example"], "HTTP only"),
+        (["daemon", str(root), "--db", db, "--quiet-ms", "-5"], "--quiet-ms"),
+        (["daemon", str(root), "--db", db, "--sweep-s", "-1"], "--sweep-s"),
+        (["index", str(root), "--db", db, "--summary-rpm", "5"], "--summary-model"),
+    ]
+    for words, said in refused:
+        code, _, err = run(capsys, *words, "--json")
+        error = json.loads(err.strip().splitlines()[-1])
+        assert code == 2 and error["code"] == "USAGE" and said in error["error"], (words, err)
+    assert not (tmp_path / "idx").exists()  # refused before anything was written

@@ -336,7 +336,7 @@ def test_watch_over_http_is_refused_not_served_over_stdio(tmp_path: Path) -> Non
         timeout=60,
         stdin=subprocess.DEVNULL,
     )
-    assert done.returncode == 1, done.stderr
+    assert done.returncode == 2, done.stderr  # a usage error
     assert "--watch" in done.stderr and "markindex daemon" in done.stderr, done.stderr
     assert "stdin" not in done.stderr, done.stderr
 

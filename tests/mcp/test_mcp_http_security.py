@@ -118,7 +118,7 @@ def test_allowed_host_with_stdio_is_refused(sample_library: Path, tmp_path: Path
     done = subprocess.run(
         [command, *args], capture_output=True, timeout=60, stdin=subprocess.DEVNULL
     )
-    assert done.returncode == 1
+    assert done.returncode == 2  # a usage error, as the README's exit statuses say
     assert b"--transport streamable-http" in done.stderr
 
 
