@@ -272,8 +272,11 @@ def _print_daemon(out: Console, st: dict[str, Any]) -> None:
         )
     elif d and d.get("reason") and str(d.get("state", "")).startswith("stopped"):
         out.print(f"daemon: not running; it stopped because {_escape(d['reason'])}")
+        _print_status_file_problem(out, d)
     else:
         out.print("daemon: not running")
+        if d:
+            _print_status_file_problem(out, d)
 
 
 def _print_live_daemon(out: Console, d: dict[str, Any]) -> None:
@@ -303,10 +306,20 @@ def _print_live_daemon(out: Console, d: dict[str, Any]) -> None:
         out.print(f"  last reconcile {_ago(d['last_reconcile_at'])}")
     if d.get("notice"):
         out.print(f"  [yellow]{_escape(d['notice'])}[/]")
+    _print_status_file_problem(out, d)
     if d.get("error_count"):
         out.print(f"  [red]{d['error_count']} errors[/], latest:")
         for e in d["errors"][-STATUS_ERRORS_SHOWN:]:
             out.print(f"    {_escape(e['path'] or '-')}: {_escape(e['error'])}")
+
+
+def _print_status_file_problem(out: Console, d: dict[str, Any]) -> None:
+    """A daemon that cannot update the status file beside the index (seen through its own
+    record): not a stop, but readers without that record take it for hung or gone."""
+    if d.get("status_file_error"):
+        out.print(f"  [yellow]{_escape(d['status_file_error'])}[/]")
+        if d.get("status_file_hint"):
+            out.print(f"  [dim]{_escape(d['status_file_hint'])}[/]")
 
 
 def _print_skipped(out: Console, skipped: list[dict[str, Any]]) -> None:

@@ -84,6 +84,7 @@ from markindex_core.index.indexer import (
 from markindex_core.index.scan import FileStat, below_any
 from markindex_core.library import Library
 from markindex_core.serve.mounts import mounts_in, remote_file_system
+from markindex_core.serve.publish import NO_PROBLEM, StatusFile
 from markindex_core.serve.status import (
     DaemonWatch,
     iso_time,
@@ -91,7 +92,6 @@ from markindex_core.serve.status import (
     remove_daemon_record,
     stale_warning,
     write_daemon_record,
-    write_status_file,
 )
 from markindex_core.serve.watch import (
     LIMIT_HINT,
@@ -354,6 +354,7 @@ class Daemon:
         self._checked_at: float | None = None  # monotonic time of the last one started
         self._published_at = 0.0
         self._record_failed = False  # the runtime record could not be written (said once)
+        self._status_file = StatusFile(lib.db_path)  # the file beside the index, and its failure
         self._status_lock = threading.Lock()
         self._status: dict[str, Any] = {
             "pid": os.getpid(),
@@ -384,6 +385,7 @@ class Daemon:
             "last_batch": None,
             "error_count": 0,
             "errors": [],
+            **NO_PROBLEM,  # status_file_error, status_file_hint: see `publish`
         }
 
     # ----- status (any thread) ----------------------------------------------------------------
@@ -1078,8 +1080,11 @@ class Daemon:
         )
         self._publish()
         self.lock.release()
-        with contextlib.suppress(OSError):
-            remove_daemon_record(self.lib.db_path)
+        if not self._status_file.problem["status_file_error"]:
+            with contextlib.suppress(OSError):
+                remove_daemon_record(self.lib.db_path)
+        # else the record says how it stopped: the status file still says it runs, and readers
+        # would take a clean stop for a kill (the next daemon of this index removes the record).
         if reason and fatal is None:
             log.warning("%s (%s)", reason, hint)
         log.info("stopped")
@@ -1382,11 +1387,13 @@ class Daemon:
                 if self._coalescer.last_event_at:
                     self._status["last_event_at"] = self._coalescer.last_event_at
             data = copy.deepcopy(self._status)
-        if self._may_publish():
-            try:
-                write_status_file(self.lib.db_path, data)
-            except OSError as exc:
-                log.debug("cannot write the status file: %s", exc)
+        # A status file that can't be written is said in the status and the record (read instead
+        # by readers of this user), so the daemon is not taken for hung or gone (`publish`).
+        problem = (
+            self._status_file.write(data) if self._may_publish() else self._status_file.not_ours()
+        )
+        data.update(problem)
+        self._set(**problem)
         try:
             write_daemon_record(self.lib.db_path, data)
         except OSError as exc:

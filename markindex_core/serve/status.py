@@ -231,7 +231,8 @@ def read_status(lib: Library, *, compare_folder: bool = False) -> dict[str, Any]
             `root`'s moved (`OTHER_LIBRARY` for every other command; `status` exits 1).
         writer_locked (bool): some process holds the writer lock right now.
         writer_pid (int | None): that process, when known.
-        daemon (dict | None): the daemon's status: the file beside the index, or when that one's
+        daemon (dict | None): the daemon's status: the file beside the index (or that daemon's
+            own record, when newer: the file could not be replaced), or when that one's
             daemon is not alive, a live daemon's own record (one waiting for the writer lock or
             unable to write the index folder); None when no daemon ever wrote either:
             pid (int), state ("starting" | "reconciling" | "watching" |
@@ -255,7 +256,10 @@ def read_status(lib: Library, *, compare_folder: bool = False) -> dict[str, Any]
             now), last_event_at (float), last_reconcile_at (float, end of the last reconcile),
             last_reconcile_started_at (float), last_reconcile_seconds (float), reconciles (int),
             last_batch ({paths, added, updated, removed, skipped, full}), error_count (int),
-            errors (list[{at, path, error}], most recent last).
+            errors (list[{at, path, error}], most recent last),
+            status_file_error, status_file_hint (str | None): why the daemon cannot update the
+            status file beside the index, and what to do (readers that see only that file, such
+            as other users', take the daemon for hung or gone meanwhile).
         other_daemons (list[dict]): further live daemons of this index (e.g. a second daemon
             waiting for the writer lock), same keys as `daemon`. Records in the runtime folder
             are per user: daemons of other users show only through the file beside the index.
@@ -359,13 +363,16 @@ def daemon_states(
     if locked is None:
         locked, holder = writer_lock_state(db)
     now = time.time()
-    daemon = read_status_file(db)
-    if daemon is not None:
+    records = read_daemon_records(db)
+    daemon, last_writer = read_status_file(db), None
+    if daemon is not None or records:
         last_writer = holder if locked else WriterLock(db).holder_pid()
+        daemon = _newer_record(daemon, records, last_writer)
+    if daemon is not None:
         _judge(daemon, now, locked, holder, last_writer)
     seen = {daemon.get("pid")} if daemon is not None else set()
     others: list[dict[str, Any]] = []
-    for record in read_daemon_records(db):
+    for record in records:
         _judge(record, now, locked, holder)
         if record["alive"] and record.get("pid") not in seen:
             seen.add(record.get("pid"))
@@ -375,6 +382,25 @@ def daemon_states(
     if others and (daemon is None or not (daemon["alive"] or daemon["unresponsive"])):
         daemon = others.pop(0)  # the file beside the index is stale or missing: this one lives
     return daemon, others
+
+
+def _newer_record(
+    daemon: dict[str, Any] | None, records: list[dict[str, Any]], last_writer: int | None
+) -> dict[str, Any] | None:
+    """The status file's daemon, or the record of that daemon or of the last writer (the lock
+    file names it) when newer: what the file would say had it been written. A daemon whose file
+    can't be replaced (immutable, a read-only mount, a folder in its place) beats only in its
+    record, and was taken for hung while it ran, for killed once it stopped cleanly, and for
+    not running once killed (see `publish`)."""
+    beat, pids = -1.0, {last_writer}
+    if daemon is not None:
+        beat, pids = _float(daemon.get("heartbeat_at")) or 0.0, {daemon.get("pid"), last_writer}
+    pids.discard(None)
+    for record in sorted(records, key=lambda r: _float(r.get("heartbeat_at")) or 0.0):
+        if record.get("pid") in pids and (_float(record.get("heartbeat_at")) or 0.0) > beat:
+            daemon = dict(record)  # judged as the file's daemon, not as one of the records
+            beat = _float(record.get("heartbeat_at")) or 0.0
+    return daemon
 
 
 def stale_warning(daemon: dict[str, Any]) -> str | None:
