@@ -60,9 +60,15 @@ def write_status_file(db_path: Path, data: dict[str, Any]) -> None:
     """Replace the status file atomically (readers never see half a file).
 
     On a full disk a new file can't be written, but the old one's blocks can be: the status is
-    then rewritten in place, so the daemon still shows as alive and says why it can't index.
+    then rewritten in place, so the daemon still shows as alive and says why it can't index. So
+    it is in an index folder this user may no longer write (made read-only while the daemon
+    runs, which keeps indexing): readers of other users, who cannot see the daemon's own record,
+    would take it for hung.
     """
     _write_json(status_path(db_path), data)
+
+
+_REWRITE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EACCES)  # a new file can't be made there
 
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:
@@ -76,7 +82,7 @@ def _write_json(path: Path, data: dict[str, Any]) -> None:
     except OSError as exc:
         with contextlib.suppress(OSError):
             tmp.unlink()
-        if exc.errno not in (errno.ENOSPC, errno.EDQUOT) or not _rewrite_in_place(path, text):
+        if exc.errno not in _REWRITE_ERRNOS or not _rewrite_in_place(path, text):
             raise
 
 

@@ -9,6 +9,7 @@ stop a kill."""
 from __future__ import annotations
 
 import json
+import shutil
 import signal
 import subprocess
 import sys
@@ -20,6 +21,7 @@ import pytest
 
 from markindex_core.library import Library
 from markindex_core.serve.status import STALE_AFTER_S, DaemonWatch, read_status, status_path
+from tests.unprivileged import AS_NOBODY, CHILD_ENV
 
 from .helpers import DaemonProcess, find, make_lib, wait_for
 
@@ -31,11 +33,17 @@ def _cli(root: Path, db: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(cmd, capture_output=True, text=True, timeout=60)
 
 
-def _status(root: Path, db: Path) -> tuple[dict[str, Any], str, int]:
-    """`markindex status --json`, its human text and its exit code."""
-    data = json.loads(_cli(root, db, "status", "--json").stdout)
-    text = _cli(root, db, "status")
-    return data, text.stdout, text.returncode
+def _status(
+    root: Path, db: Path, prefix: list[str] | None = None
+) -> tuple[dict[str, Any], str, int]:
+    """`markindex status --json`, its human text and its exit code (run through `prefix`)."""
+    cmd = [*(prefix or []), sys.executable, "-m", "markindex_core", "status", str(root)]
+    env = CHILD_ENV if prefix else None
+    runs = [
+        subprocess.run([*cmd, "--db", str(db), *flag], capture_output=True, text=True, env=env)
+        for flag in (["--json"], [])
+    ]
+    return json.loads(runs[0].stdout), runs[1].stdout, runs[1].returncode
 
 
 def _chattr(path: Path, flag: str) -> bool:
@@ -150,4 +158,33 @@ def test_a_folder_in_place_of_the_status_file_is_said_and_clears(tmp_path: Path)
         wait_for(lambda: not _status(root, db)[0]["daemon"]["status_file_error"], timeout=10)
         assert d.log.count(PROBLEM) == 1, d.log
     finally:
+        assert d.stop() == 0, d.log
+
+
+def test_an_index_folder_made_read_only_under_the_daemon_keeps_its_status_file_live(
+    shared_tmp: Path,
+) -> None:
+    """The daemon (run as `nobody`) keeps indexing in a folder it may no longer write, and
+    rewrites its status file in place: another user (root here), who cannot see its record,
+    saw it as hung."""
+    root = make_lib(shared_tmp, {"a.md": "# A\n\nalpha\n"})
+    db = shared_tmp / "idx" / "index.db"
+    db.parent.mkdir()
+    shutil.chown(db.parent, "nobody", "nogroup")
+    d = DaemonProcess(root, db, prefix=AS_NOBODY, log_dir=shared_tmp)
+    try:
+        d.wait_writing()
+        db.parent.chmod(0o555)
+        (root / "a.md").write_text("# A\n\nbravo\n", encoding="utf-8")
+        wait_for(lambda: find(db, root, "bravo"), timeout=20)  # it keeps indexing
+        time.sleep(STALE_AFTER_S + 1)
+        for prefix in (None, AS_NOBODY):  # another user, and the daemon's own
+            st, text, code = _status(root, db, prefix)
+            daemon = st["daemon"]
+            assert daemon["pid"] == d.proc.pid and daemon["alive"] and daemon["writing"], st
+            assert daemon["heartbeat_age"] < STALE_AFTER_S and code == 0, daemon
+            assert not daemon["status_file_error"] and "has not responded" not in text, text
+        assert PROBLEM not in d.log, d.log
+    finally:
+        db.parent.chmod(0o755)
         assert d.stop() == 0, d.log
