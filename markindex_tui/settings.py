@@ -11,3 +11,7 @@ TUI_PREVIEW_MAX_LINES = 300  # preview window; the next one loads as the reader 
 TUI_PREVIEW_LINE_CHARS = 5000  # a longer line is cut in the preview (wrapping 1 MB froze the UI)
 TUI_FOLDER_PAGE = 500  # tree entries added per folder page ("… N more" loads the next)
 TUI_FOLDER_VIEW_PAGE = 100  # documents per page of the folder view ("… N more" loads the next)
+# A search hit's snippet: at most this many rows of at most this many cells (CJK: 2 a character),
+# so one long line or unbroken Chinese run cannot push the other hits out of the list.
+TUI_SNIPPET_ROWS = 2
+TUI_SNIPPET_COLUMNS = 60

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import re
 import time
 from dataclasses import dataclass
 from typing import ClassVar
@@ -14,8 +13,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.screen import ModalScreen
-from textual.widgets import Footer, Input, OptionList, Static
-from textual.widgets.option_list import Option
+from textual.widgets import Footer, Input, Static
 from textual.worker import Worker
 
 from markindex_core.errors import MarkindexError
@@ -24,6 +22,7 @@ from markindex_core.search.searcher import Hit, SearchResult
 from markindex_core.text.safe import printable
 from markindex_tui.failures import report_failure
 from markindex_tui.settings import TUI_SEARCH_LIMIT, TUI_SEARCH_PAUSE_SECONDS
+from markindex_tui.widgets.hit_list import HitList
 
 
 @dataclass(frozen=True)
@@ -48,34 +47,6 @@ def scopes_for(folder: str, doc_path: str | None) -> list[Scope]:
     if doc_path:
         out.append(Scope("document", doc_path=doc_path))
     return out
-
-
-# A letter, digit or underscore of a spaced script: CJK text has no spaces to end a word at.
-_WORD = r"[^\W\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff]"
-
-
-def whole_words(terms: list[str]) -> re.Pattern[str] | None:
-    """Matches each term with the rest of the word it is in: a stem ("interpol") is
-    highlighted as the word it matched ("interpolated"); CJK terms match as they are."""
-    parts = [re.escape(t) for t in sorted(terms, key=len, reverse=True) if len(t) > 1]
-    if not parts:
-        return None
-    return re.compile(f"{_WORD}*(?:{'|'.join(parts)}){_WORD}*", re.IGNORECASE)
-
-
-def hit_option(hit: Hit, terms: list[str]) -> Option:
-    snippet = Text(printable(" ".join(hit.snippet.split())), style="")
-    pattern = whole_words(terms)
-    if pattern is not None:
-        snippet.highlight_regex(pattern, "bold underline")
-    prompt = Text.assemble(
-        (printable(hit.citation), "bold"),
-        "\n",
-        (" › ".join(printable(t) for t in hit.title_path), "italic"),
-        "\n",
-        snippet,
-    )
-    return Option(prompt)
 
 
 class SearchScreen(ModalScreen[Hit | None]):
@@ -103,8 +74,11 @@ class SearchScreen(ModalScreen[Hit | None]):
     SearchScreen #query { margin: 0 0; }
     /* wraps in a narrow terminal: the count and "nothing matched; try …" come last */
     SearchScreen #search-info { height: auto; max-height: 3; padding: 0 1; color: $text-muted; }
-    /* min-width: see FolderView (an OptionList with no room for its options raises) */
-    SearchScreen #results { height: 1fr; border: none; min-width: 6; }
+    /* min-width: see FolderView (an OptionList with no room for its options raises): 2 cells
+       of text beside the list's padding, the scrollbar's room and the options' padding. That
+       room is kept (scrollbar-gutter) because HitList fits each hit to its width, and a
+       scrollbar that appears takes 2 columns without a resize: fitted rows wrapped again. */
+    SearchScreen #results { height: 1fr; border: none; min-width: 8; scrollbar-gutter: stable; }
     SearchScreen #results > .option-list--option { padding: 0 1; }
     """
 
@@ -130,7 +104,7 @@ class SearchScreen(ModalScreen[Hit | None]):
                 id="query",
             )
             yield Static(id="search-info")
-            yield OptionList(id="results")
+            yield HitList(id="results")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -180,11 +154,8 @@ class SearchScreen(ModalScreen[Hit | None]):
 
     def _show(self, result: SearchResult | None) -> None:
         self.result = result
-        results = self.query_one("#results", OptionList)
-        results.clear_options()
-        if result is not None and result.hits:
-            results.add_options([hit_option(h, result.terms) for h in result.hits])
-            results.highlighted = 0
+        hits = result.hits if result is not None else []
+        self.query_one("#results", HitList).show(hits, result.terms if result is not None else [])
         self._show_info()
 
     def _show_info(self) -> None:
@@ -210,14 +181,14 @@ class SearchScreen(ModalScreen[Hit | None]):
         self.run_search(self.query_one("#query", Input).value, pause=False)
 
     def action_move(self, step: int) -> None:
-        results = self.query_one("#results", OptionList)
+        results = self.query_one("#results", HitList)
         if results.option_count == 0:
             return
         current = results.highlighted if results.highlighted is not None else -1
         results.highlighted = max(0, min(results.option_count - 1, current + step))
 
     def action_choose(self) -> None:
-        results = self.query_one("#results", OptionList)
+        results = self.query_one("#results", HitList)
         if self.result is None or not self.result.hits:
             return
         index = results.highlighted if results.highlighted is not None else 0
@@ -231,8 +202,8 @@ class SearchScreen(ModalScreen[Hit | None]):
         else:  # enter pressed before the pause ended: search now, then open the first result
             self.run_search(event.value, pause=False, choose=True)
 
-    @on(OptionList.OptionSelected, "#results")
-    def _selected(self, event: OptionList.OptionSelected) -> None:
+    @on(HitList.OptionSelected, "#results")
+    def _selected(self, event: HitList.OptionSelected) -> None:
         event.stop()
         if self.result is not None and event.option_index < len(self.result.hits):
             self.dismiss(self.result.hits[event.option_index])

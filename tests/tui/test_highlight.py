@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.text import Text
 
 from markindex_core.library import Library
-from markindex_tui.screens.search import hit_option, whole_words
+from markindex_tui.widgets.hit_list import hit_option, whole_words
 
 
 def highlighted(text: Text) -> list[str]:
