@@ -15,6 +15,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Footer, Static
 
 HelpSection = tuple[str, list[type], Callable[[Binding], bool]]
+ABOUT = "About markindex"
 
 
 def _everything(_: Binding) -> bool:
@@ -49,7 +50,8 @@ def bindings_table(app: App[object], title: str, bindings: list[Binding]) -> Ren
 
 
 class HelpScreen(ModalScreen[None]):
-    """Lists the bindings section by section; any of escape, q or ? closes it."""
+    """Lists the bindings section by section, then what the app shows; any of escape, q or ?
+    closes it."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,q,question_mark", "close", "Close help"),
@@ -72,11 +74,14 @@ class HelpScreen(ModalScreen[None]):
         self.intro = intro
 
     def compose(self) -> ComposeResult:
-        parts: list[RenderableType] = [Text(self.intro), Text("")]
+        # The keys first, the introduction after them: it came first and, at 40×12, filled the
+        # box, so the keys someone opened help for were out of sight.
+        parts: list[RenderableType] = []
         for title, classes, keep in self.sections:
             bindings = class_bindings(classes, keep)
             if bindings:
                 parts.append(bindings_table(self.app, title, bindings))
+        parts += [Text(ABOUT, style="bold underline"), Text(self.intro)]
         with VerticalScroll() as scroll:
             scroll.border_title = "Keys"
             yield Static(Group(*parts), id="help-body")

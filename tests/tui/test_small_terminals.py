@@ -7,11 +7,13 @@ from pathlib import Path
 
 import pytest
 from rich.console import Console
+from textual.containers import VerticalScroll
 from textual.geometry import Offset
 
 from markindex_core.library import Library
-from markindex_tui.app import MarkindexApp
+from markindex_tui.app import INTRO, MarkindexApp
 from markindex_tui.screens.browse import BrowseScreen
+from markindex_tui.screens.help import HelpScreen
 from markindex_tui.testing import make_app, settle, wait_until
 from markindex_tui.widgets.folder_view import FolderView
 from markindex_tui.widgets.library_tree import LibraryTree
@@ -167,3 +169,25 @@ async def test_a_resize_keeps_the_tree_cursor_and_the_preview_place(tmp_path: Pa
             await settle(pilot)
             assert cursor_in_view(tree), size
             assert top_line(view) == before, size
+
+
+async def test_help_in_a_small_terminal_shows_keys_first(sample_app: MarkindexApp) -> None:
+    """At 40×12 the help box showed seven rows of its introduction and no key: what help was
+    opened for was below, out of sight. The keys now come first, the introduction after them."""
+    app = sample_app
+    async with app.run_test(size=(40, 12)) as pilot:
+        await settle(pilot)
+        await pilot.press("question_mark")
+        await settle(pilot)
+        assert isinstance(app.screen, HelpScreen)
+        rows = screen_lines(app)
+        body = app.screen.query_one("#help-body").region
+        shown = [" ".join(r.split()) for r in rows[body.y : body.bottom]]
+        assert any("Anywhere" in r for r in shown), shown
+        assert any("│ ? Help │" in r for r in shown), shown
+        assert not any("markindex shows a library" in r for r in shown), shown
+        scroll = app.screen.query_one(VerticalScroll)
+        scroll.scroll_end(animate=False)
+        await settle(pilot)
+        last_words = " ".join(INTRO.split()[-2:])
+        assert any(last_words in r for r in screen_lines(app))  # the introduction ends it
