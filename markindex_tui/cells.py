@@ -6,7 +6,9 @@ Every cut made here ends (or starts) with "…", so a reader always sees that te
 from __future__ import annotations
 
 from rich.cells import cell_len, get_character_cell_size
+from rich.segment import Segment
 from rich.text import Text
+from textual.strip import Strip
 
 ELLIPSIS = "…"
 
@@ -76,7 +78,8 @@ def cap_lines(text: Text, width: int, lines: int) -> Text:
     then full (Rich's wrap moved a whole CJK run to the next row, leaving one short word).
     """
     width = max(1, width)
-    plain, start, rows = text.plain, 0, []
+    plain, start = text.plain, 0
+    rows: list[Text] = []
     while len(rows) < lines:
         while start < len(plain) and plain[start] == " ":
             start += 1
@@ -96,3 +99,27 @@ def cap_lines(text: Text, width: int, lines: int) -> Text:
         rows.append(row)
         start = end
     return Text("\n").join(rows)
+
+
+def mark_cut_label(strip: Strip, label: str, start: int) -> Strip:
+    """`strip` (one tree line as shown) with "…" where its label is cut: at the right edge on
+    the label's last whole character, and in the first cell when the tree is scrolled sideways
+    past the label's start (a label wholly right of the pane leaves "…" in the last cell).
+    `start` is the label's column in the strip (negative: left of it)."""
+    width, end = strip.cell_length, start + cell_len(label)
+    if width < 1:
+        return strip
+    if end > width:
+        room = max(0, width - 1 - start)  # label cells before the "…"
+        col = min(width - 1, max(0, start + cell_len(label[: chars_fitting(label, room)])))
+        strip = Strip.join([strip.crop(0, col), _ellipsis(strip, col, width - col)])
+    if start < 0 < end:
+        strip = Strip.join([_ellipsis(strip, 0, 1), strip.crop(1, width)])
+    return strip
+
+
+def _ellipsis(strip: Strip, col: int, cells: int) -> Strip:
+    """ "…" and blanks over `cells` cells, in the style of the strip's cell at `col`."""
+    cut = list(strip.crop(col, col + 1))
+    style = cut[0].style if cut else None
+    return Strip([Segment(ELLIPSIS, style), Segment(" " * (cells - 1), style)], cells)

@@ -16,9 +16,11 @@ from functools import partial
 from typing import Any, ClassVar, NamedTuple
 
 import apsw
+from rich.style import Style
 from rich.text import Text
 from textual import on
 from textual.binding import Binding, BindingType
+from textual.strip import Strip
 from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
 from textual.worker import Worker
@@ -26,6 +28,7 @@ from textual.worker import Worker
 from markindex_core.errors import MarkindexError
 from markindex_core.library import Library
 from markindex_core.text.safe import printable
+from markindex_tui.cells import mark_cut_label
 from markindex_tui.data import DocListing, FolderListing, Ref, doc_listing, folder_listing
 from markindex_tui.failures import report_failure
 from markindex_tui.settings import TUI_FOLDER_PAGE
@@ -139,14 +142,34 @@ class LibraryTree(Tree[Entry]):
     def _keep_label_in_view(self, event: Tree.NodeHighlighted[Entry]) -> None:
         """Textual scrolls a tree only up and down, so deep in folders and sections the cursor's
         label sat right of the pane, unseen: scroll sideways until it starts in view."""
-        depth, node = 0, event.node
-        while node.parent is not None:
-            depth, node = depth + 1, node.parent
-        x = max(0, depth - (0 if self.show_root else 1)) * self.guide_depth
+        x = self.label_x(event.node)
         view = self.scrollable_content_region.width
         shown = min(self.get_label_width(event.node), view // 2)
         if x < self.scroll_x or x + shown > self.scroll_x + view:
             self.scroll_to(x=max(0, x - 2 * self.guide_depth), animate=False)
+
+    def label_x(self, node: Node) -> int:
+        """The column where `node`'s label starts: its line's guides come before it."""
+        depth = 0
+        while node.parent is not None:
+            depth, node = depth + 1, node.parent
+        return max(0, depth - (0 if self.show_root else 1)) * self.guide_depth
+
+    def render_line(self, y: int) -> Strip:
+        """A label wider than the pane ends with "…" at its edge, on a whole character (and
+        one scrolled sideways past its start begins with "…").
+
+        Textual crops the line at the pane's edges without a mark (a CJK character split by the
+        edge became a blank), so a cut label read as a whole one.
+        """
+        strip = super().render_line(y)
+        scroll_x, scroll_y = self.scroll_offset
+        node = self.get_node_at_line(y + scroll_y)
+        if node is None:
+            return strip
+        return mark_cut_label(
+            strip, self.render_label(node, Style(), Style()).plain, self.label_x(node) - scroll_x
+        )
 
     def _request(self, node: Node) -> None:
         """Add `node`'s children: sections at once, folders and documents via the loader."""

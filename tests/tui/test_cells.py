@@ -3,9 +3,17 @@
 from __future__ import annotations
 
 from rich.cells import cell_len
+from rich.segment import Segment
 from rich.text import Text
+from textual.strip import Strip
 
-from markindex_tui.cells import cap_lines, chars_fitting, ellipsize, from_first_highlight
+from markindex_tui.cells import (
+    cap_lines,
+    chars_fitting,
+    ellipsize,
+    from_first_highlight,
+    mark_cut_label,
+)
 
 
 def test_a_wide_character_is_never_split() -> None:
@@ -51,3 +59,27 @@ def test_a_chinese_run_after_a_short_word_fills_its_rows() -> None:
     rows = cap_lines(text, 20, 2).plain.split("\n")
     assert rows[0].startswith("第六条 重要") and cell_len(rows[0]) >= 19
     assert cell_len(rows[1]) <= 20 and rows[1].endswith("…")
+
+
+def shown(text: str, start: int, width: int) -> Strip:
+    """A tree line as Textual shows it in the pane: padded, then cells `start` to `start + width`."""
+    padded = text + " " * 40
+    return Strip([Segment(padded)], cell_len(padded)).crop(start, start + width)
+
+
+def test_a_tree_label_cut_at_the_edge_ends_with_an_ellipsis() -> None:
+    label = "中华人民共和国"
+    assert mark_cut_label(shown("├ " + label, 0, 9), label, 2).text == "├ 中华人…"
+    # Textual turns the half of "民" left of the edge into a blank: "…" follows "人" instead
+    assert mark_cut_label(shown("├ " + label, 0, 10), label, 2).text == "├ 中华人… "
+    assert mark_cut_label(shown("├ " + label, 0, 16), label, 2).text == "├ 中华人民共和国"
+    assert mark_cut_label(shown("├ install.md 12", 0, 10), "install.md 12", 2).text == (
+        "├ install…"
+    )
+
+
+def test_a_tree_label_scrolled_past_its_start_begins_with_an_ellipsis() -> None:
+    line = "│ │ └ abcdefgh"  # the label starts at column 6; the tree scrolled 9 columns
+    assert mark_cut_label(shown(line, 9, 8), "abcdefgh", 6 - 9).text == "…efgh   "
+    assert mark_cut_label(shown(line, 9, 4), "abcdefgh", 6 - 9).text == "…ef…"
+    assert mark_cut_label(shown(line, 0, 6), "abcdefgh", 6).text == "│ │ └…"  # all beyond
