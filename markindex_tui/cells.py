@@ -54,9 +54,10 @@ def from_first_highlight(text: Text, lead: int) -> Text:
     first = min(span.start for span in text.spans)
     if cell_len(text.plain[:first]) <= lead:
         return text
-    start = first
-    while start > 0 and cell_len(text.plain[start - 1 : first]) <= max(0, lead - 1):
+    start, used = first, 0
+    while start > 0 and used + get_character_cell_size(text.plain[start - 1]) < lead:
         start -= 1
+        used += get_character_cell_size(text.plain[start])
     space = text.plain.find(" ", start, first)
     if space != -1:
         start = space + 1
