@@ -802,12 +802,13 @@ class Daemon:
         return None
 
     def _rewatch_needed(self) -> bool:
-        """A folder inotify could not watch (unreadable) was made readable: watchdog never
-        watches it by itself, so changes in it would go unseen. Start the session again."""
+        """The watcher no longer watches what it should (see `LibraryEvents.rewatch`): a folder
+        inotify could not watch was made readable, or two folders swapped places. Changes there
+        would go unseen, or be taken for others: start the session again."""
         events = self._events
         if events is None or not events.rewatch:
             return False
-        log.info("%s was made readable: watching it from now on", events.rewatch)
+        log.info("%s", events.rewatch)
         events.rewatch = ""
         return True
 

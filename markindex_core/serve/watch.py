@@ -44,6 +44,9 @@ from markindex_core.index.scan import is_markdown
 
 log = logging.getLogger("markindex.watch")
 
+# The two moves of one swap (see `LibraryEvents._swap`) are read from one inotify buffer.
+SWAP_WINDOW_S = 1.0
+
 # Opened and dir-modified events carry nothing reconcile needs. Attribute events do: a chmod
 # that makes a file or folder readable changes neither size nor mtime, and nothing else says so.
 EVENT_TYPES: list[type[FileSystemEvent]] = [
@@ -228,9 +231,12 @@ class LibraryEvents(FileSystemEventHandler):
         self._index_dir = None if index_dir is None else str(index_dir).rstrip(os.sep)
         # The library folder itself was deleted or moved: inotify's watch on it has ended.
         self.root_gone = False
-        # A folder inotify could not watch (unreadable) was made readable: watchdog will not
-        # watch it by itself, the watcher must start again (see `_probe_watches`).
+        # Why the watcher must start again (said in the log), or "": a folder inotify could not
+        # watch (unreadable) was made readable (see `_probe_watches`), or two folders swapped
+        # places (see `_swap`).
         self.rewatch = ""
+        # Folder moves just seen, oldest first: src -> (dest, monotonic time).
+        self._moved: dict[str, tuple[str, float]] = {}
 
     def on_any_event(self, event: FileSystemEvent) -> None:
         try:
@@ -245,7 +251,10 @@ class LibraryEvents(FileSystemEventHandler):
             ):
                 self.root_gone = True
             if isinstance(event, DirAttribEvent) and refused_watch(os.fsdecode(event.src_path)):
-                self.rewatch = os.fsdecode(event.src_path)
+                folder = os.fsdecode(event.src_path)
+                self.rewatch = f"{folder} was made readable: watching it from now on"
+            if isinstance(event, DirMovedEvent) and (swap := self._swap(event)):
+                self.rewatch = swap
             dest = getattr(event, "dest_path", "")
             # A closed file, or one renamed into place, is complete: no need to wait long.
             closed = isinstance(event, FileClosedEvent)
@@ -254,6 +263,26 @@ class LibraryEvents(FileSystemEventHandler):
                 self._mark(dest, event.is_directory, settled=not event.is_directory)
         except Exception:  # never let a surprise kill watchdog's thread
             log.exception("could not handle %r", event)
+
+    def _swap(self, event: DirMovedEvent) -> str:
+        """Why the watcher must start again when this folder move undoes one just seen, else "".
+
+        `mv --exchange A B` (renameat2 RENAME_EXCHANGE) comes as two moves, A to B then B to A.
+        watchdog moves its record of A's watches onto B's path, then all of B's path (A's watches
+        among them) back onto A's: each folder's later events carry the other's name, and
+        deleting one kills watchdog's event thread (a KeyError in its records). A plain move
+        there and back (`mv A B; mv B A`) looks the same and costs only a restart.
+        """
+        src, dest = os.fsdecode(event.src_path), os.fsdecode(event.dest_path)
+        now = time.monotonic()
+        while self._moved and now - next(iter(self._moved.values()))[1] >= SWAP_WINDOW_S:
+            del self._moved[next(iter(self._moved))]
+        undone = self._moved.pop(dest, None)
+        if undone is not None and undone[0] == src:
+            return f"{dest} and {src} swapped places: watching the library again"
+        self._moved.pop(src, None)  # re-inserted last: the dict stays in time order
+        self._moved[src] = (dest, now)
+        return ""
 
     def _mark(self, raw: str | bytes, is_dir: bool, *, settled: bool = False) -> None:
         path = os.fsdecode(raw)
@@ -332,6 +361,32 @@ def _probe_watches() -> None:
         return wd
 
     inotify_c.inotify_add_watch = add_watch
+    _survive_swaps()
+
+
+def _survive_swaps() -> None:
+    """Keep watchdog's event thread alive when its records of watched paths went wrong.
+
+    After two folders swap places (see `LibraryEvents._swap`) watchdog holds two watches under
+    one path and none under the other, and forgetting the watch of a deleted folder, or stopping
+    the observer, raises KeyError: on its event thread that ends every event for good, without a
+    word, and at stop it leaves the index open. A record already gone is nothing to forget.
+    """
+    try:
+        from watchdog.observers.inotify import InotifyWatchGroup
+    except Exception:  # no inotify on this platform
+        return
+    forget = getattr(InotifyWatchGroup, "_remove_watch_internally", None)
+    if forget is None:
+        return
+
+    def forget_known(self: Any, wd: Any) -> None:
+        try:
+            forget(self, wd)
+        except KeyError:
+            pass
+
+    InotifyWatchGroup._remove_watch_internally = forget_known  # type: ignore[method-assign]
 
 
 @dataclass

@@ -1,0 +1,148 @@
+"""File-system churn the other daemon tests do not make: after each, once the daemon has settled,
+the live index equals a fresh build of the folder, or the daemon says it is behind.
+
+Each test runs a real daemon subprocess on a real folder with real inotify events.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from markindex_core.store.db import Store
+
+from .helpers import (
+    DaemonProcess,
+    diff_snapshots,
+    find,
+    fresh_build,
+    index_snapshot,
+    running_daemon,
+    wait_for,
+)
+from .helpers import make_lib as _lib
+
+QUERIES = ["walrus", "narwhal", "otter", "zebra"]
+_RENAME_EXCHANGE = 2
+_AT_FDCWD = -100
+
+
+def _exchange(a: Path, b: Path) -> None:
+    """Swap two names atomically (`mv --exchange`, renameat2 RENAME_EXCHANGE); skip the test where
+    the C library or the file system cannot."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    renameat2 = getattr(libc, "renameat2", None)
+    if renameat2 is None:
+        pytest.skip("no renameat2 in this C library")
+    if renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE):
+        err = ctypes.get_errno()
+        if err in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+            pytest.skip(f"RENAME_EXCHANGE unsupported here: {os.strerror(err)}")
+        raise OSError(err, os.strerror(err))
+
+
+def _assert_equal_to_fresh_build(d: DaemonProcess, tmp_path: Path) -> None:
+    fresh = tmp_path / "fresh" / "index.db"
+    fresh_build(d.root, fresh)
+    live, built = Store(d.db, readonly=True), Store(fresh, readonly=True)
+    try:
+        a, b = index_snapshot(live, QUERIES), index_snapshot(built, QUERIES)
+    finally:
+        live.close()
+        built.close()
+    for snap in (a, b):  # hits of equal score come in row order, which differs: compare sets
+        snap["searches"] = {q: sorted(hits) for q, hits in snap["searches"].items()}
+    diff = diff_snapshots(a, b)
+    assert not diff, "\n".join(diff) + f"\n--- daemon log:\n{d.log[-2000:]}"
+
+
+def _wait_idle(d: DaemonProcess) -> None:
+    """Until the daemon has nothing queued and no reconcile under way."""
+    wait_for(lambda: not d.status().get("busy") and d.status().get("queue") == 0)
+
+
+def _swap_library(tmp_path: Path) -> Path:
+    return _lib(
+        tmp_path,
+        {
+            "a.md": "# A\n\nwalrus\n",
+            "notes/n1.md": "# N1\n\nnarwhal\n",
+            "notes/deep/n2.md": "# N2\n\notter\n",
+            "other/o1.md": "# O1\n\nwalrus other\n",
+            "other/deep/o2.md": "# O2\n\nwalrus deep\n",
+        },
+    )
+
+
+def test_two_folders_swapped_atomically_are_watched_under_their_new_names(
+    tmp_path: Path,
+) -> None:
+    """`mv --exchange notes other` (an atomic deploy swaps folders so): watchdog moved its
+    record of each folder's watches onto the other's path, so every later change inside either
+    was reported under the other folder's name. The daemon reconciled the wrong paths: edits
+    stayed unindexed, new files unfound, and status said nothing."""
+    root = _swap_library(tmp_path)
+    with running_daemon(root, tmp_path / "idx" / "index.db") as d:
+        _exchange(root / "notes", root / "other")
+        wait_for(lambda: find(d.db, root, "narwhal") == {"other/n1.md"})
+        time.sleep(1.0)  # the swap is indexed; now edits inside the swapped folders
+        (root / "notes/deep/o2.md").write_text("# O2\n\nzebra one\n", encoding="utf-8")
+        (root / "other/deep/n2.md").write_text("# N2\n\nzebra two\n", encoding="utf-8")
+        (root / "notes/new.md").write_text("# New\n\nzebra three\n", encoding="utf-8")
+        want = {"notes/deep/o2.md", "other/deep/n2.md", "notes/new.md"}
+        wait_for(lambda: find(d.db, root, "zebra") == want, timeout=15)
+        _wait_idle(d)
+        _assert_equal_to_fresh_build(d, tmp_path)
+
+
+def test_a_swapped_folder_deleted_leaves_the_watch_working(tmp_path: Path) -> None:
+    """After a swap, deleting one of the folders made watchdog's event thread die on its own
+    bookkeeping (KeyError): no file event reached the daemon any more, anywhere in the library,
+    and status said it was watching. Stopping then failed too: a traceback, and status called
+    the clean stop a crash."""
+    root = _swap_library(tmp_path)
+    with running_daemon(root, tmp_path / "idx" / "index.db") as d:
+        _exchange(root / "notes", root / "other")
+        wait_for(lambda: find(d.db, root, "narwhal") == {"other/n1.md"})
+        time.sleep(0.5)
+        shutil.rmtree(root / "notes")
+        wait_for(lambda: not find(d.db, root, "walrus") - {"a.md"})
+        time.sleep(0.5)
+        (root / "later.md").write_text("# Later\n\nzebra\n", encoding="utf-8")
+        wait_for(lambda: find(d.db, root, "zebra") == {"later.md"}, timeout=15)
+        _wait_idle(d)
+        _assert_equal_to_fresh_build(d, tmp_path)
+    assert d.status().get("state") == "stopped", d.log
+    assert "Traceback" not in d.log, d.log
+
+
+def test_a_site_deployed_by_swapping_in_a_hidden_build_folder_stays_indexed(
+    tmp_path: Path,
+) -> None:
+    """The atomic deploy: build the next version into `.next`, then `mv --exchange .next site`.
+    watchdog's records of the two folders swapped with each deploy (see the test above), so the
+    second deploy's new documents were never indexed, the first's stayed, and so did every later
+    edit inside `site`: all without a warning."""
+    root = _lib(tmp_path, {"a.md": "# A\n\nwalrus\n", "site/deep/d.md": "# D\n\notter\n"})
+    with running_daemon(root, tmp_path / "idx" / "index.db") as d:
+        for version in range(2):
+            shutil.rmtree(root / ".next", ignore_errors=True)
+            (root / ".next" / "deep").mkdir(parents=True)
+            (root / ".next" / f"v{version}.md").write_text(f"# V\n\nnarwhal {version}\n")
+            (root / ".next" / "deep" / "d.md").write_text(f"# D\n\notter {version}\n")
+            _exchange(root / ".next", root / "site")
+            deployed = {f"site/v{version}.md"}
+            wait_for(lambda: find(d.db, root, "narwhal") == deployed)  # noqa: B023
+            time.sleep(0.5)
+        (root / "site/deep/d.md").write_text("# D\n\nzebra\n", encoding="utf-8")
+        (root / "site/new.md").write_text("# New\n\nzebra\n", encoding="utf-8")
+        want = {"site/deep/d.md", "site/new.md"}
+        wait_for(lambda: find(d.db, root, "zebra") == want, timeout=15)
+        _wait_idle(d)
+        _assert_equal_to_fresh_build(d, tmp_path)
