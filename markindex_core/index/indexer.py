@@ -323,6 +323,8 @@ class Indexer:
         for rel in wanted:
             try:
                 self._scope_one(rel, files, report, named, unreadable)
+            except (FileNotFoundError, NotADirectoryError):
+                continue  # gone since it was looked at (moved away, deleted): not on disk
             except OSError as exc:
                 report.errors.append((display_path(rel), exc.strerror or str(exc)))
                 unreadable.append(rel)
@@ -348,7 +350,7 @@ class Indexer:
             if problem:
                 named[display_path(rel)] = problem
                 return
-            sub = scan(full, _Subrules(self.rules, rel))
+            sub = scan(full, _Subrules(self.rules, rel), part=True)
             report.errors.extend((f"{display_path(rel)}/{p}", e) for p, e in sub.errors)
             unreadable.extend(f"{rel}/{p}" if p else rel for p in sub.unreadable)
             named.update({f"{display_path(rel)}/{p}": r for p, r in sub.skipped.items()})

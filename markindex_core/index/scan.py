@@ -302,8 +302,12 @@ def below_any(path: str, folders: list[str]) -> bool:
     return any(path == f or path.startswith(f + "/") for f in folders)
 
 
-def scan(root: Path, rules: PathRules) -> ScanResult:
-    """Walk the library once: every Markdown file that is not excluded, with size and mtime."""
+def scan(root: Path, rules: PathRules, *, part: bool = False) -> ScanResult:
+    """Walk the library once: every Markdown file that is not excluded, with size and mtime.
+
+    `part`: `root` is a folder of the library (a daemon's dirty folder), which may be gone by the
+    time it is listed, like any folder below it; the library folder itself gone is an error.
+    """
     result = ScanResult({})
     stack = [""]
     while stack:
@@ -312,7 +316,7 @@ def scan(root: Path, rules: PathRules) -> ScanResult:
         try:
             entries = list(os.scandir(abs_dir))
         except OSError as exc:
-            if rel_dir and isinstance(exc, (FileNotFoundError, NotADirectoryError)):
+            if (rel_dir or part) and isinstance(exc, (FileNotFoundError, NotADirectoryError)):
                 continue  # gone since its parent was listed (a checkout): its files are gone
             result.errors.append((display_path(rel_dir) or ".", exc.strerror or str(exc)))
             result.unreadable.append(rel_dir)

@@ -334,3 +334,31 @@ def _field(lib: Library, path: str, key: str) -> Any:
     doc = lib.store.document(path)
     assert doc is not None, path
     return doc[key]
+
+
+def test_a_folder_gone_while_a_scoped_run_looks_at_it_is_not_unreadable(lib: Library) -> None:
+    """A folder moved in and out of the library in a loop: the daemon's run for it found it
+    there, then could not list it, and called it unreadable ('d/.: No such file or directory'
+    in the log and status errors; 'part of the library cannot be read' until its next event)
+    while the index kept its documents. A folder gone since it was looked at is not on disk."""
+    from markindex_core.index.indexer import Indexer, open_for_writing
+
+    lib.index()
+    root = lib.root
+    real_scandir = os.scandir
+
+    def scandir(path: Any) -> Any:
+        if not isinstance(path, int) and Path(path) == root / "specs":  # moved away just now
+            shutil.rmtree(root / "specs")
+        return real_scandir(path)
+
+    store, lock = open_for_writing(lib.db_path)
+    os.scandir = scandir  # type: ignore[assignment]
+    try:
+        r = Indexer(root, store).run(paths=["specs"])
+    finally:
+        os.scandir = real_scandir
+        store.close()
+        lock.release()
+    assert not r.errors and not r.unreadable, r
+    assert sorted(r.removed) == ["specs/doc10.md", "specs/doc2.md", "specs/doc6.md"], r
