@@ -389,6 +389,14 @@ def _survive_swaps() -> None:
     InotifyWatchGroup._remove_watch_internally = forget_known  # type: ignore[method-assign]
 
 
+def _reader_alive(observer: BaseObserver) -> bool:
+    """watchdog's inotify observer reads the kernel's events on a thread of its own (its
+    `InotifyFD`), apart from the observer's and its emitters': an exception there (a KeyError in
+    its records of watched paths did it) ends every event, while those two run on unharmed."""
+    reader = getattr(observer, "_inotify_fd", None)
+    return not isinstance(reader, threading.Thread) or reader.is_alive()
+
+
 @dataclass
 class WatchHandle:
     """A running observer and how it watches (`inotify`, `polling`, … and why)."""
@@ -403,8 +411,9 @@ class WatchHandle:
         return self.kind != "polling" and watch_limit_hits() > self.limit_hits
 
     def healthy(self) -> bool:
-        """False when the observer or one of its emitter threads died (e.g. a watch limit hit later)."""
-        if not self.observer.is_alive():
+        """False when the observer or one of its emitter threads died (e.g. a watch limit hit
+        later), or the thread reading inotify did (see `_reader_alive`)."""
+        if not self.observer.is_alive() or not _reader_alive(self.observer):
             return False
         return all(e.is_alive() for e in self.observer.emitters)
 

@@ -9,6 +9,7 @@ import os
 import threading
 from pathlib import Path
 
+import pytest
 from watchdog.observers import Observer
 
 from markindex_core.serve.watch import (
@@ -144,5 +145,44 @@ async def test_a_chmod_marks_the_file_or_folder_dirty(tmp_path: Path) -> None:
         os.chmod(root / "secret.md", 0o600)
         batch = await asyncio.wait_for(c.next_batch(), 3)
         assert {"locked", "secret.md"} <= batch.paths
+    finally:
+        watch.stop()
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
+async def test_a_dead_inotify_reader_is_unhealthy_and_the_next_watch_reads_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """watchdog's inotify observer reads the kernel's events on a thread of its own. When it
+    died (the KeyError of two swapped folders did it), no event came any more, yet `healthy()`
+    said yes: the daemon stayed deaf without a word. Now the watch is unhealthy (the daemon
+    restarts it, and says so), and the next one reads again."""
+    from watchdog.observers.inotify import InotifyWatchGroup
+
+    loop = asyncio.get_running_loop()
+    c = Coalescer(loop, quiet_s=0.05, max_wait_s=1.0)
+    watch = start_watching(tmp_path, LibraryEvents(tmp_path, c))
+    try:
+        assert watch.kind == "inotify" and watch.healthy()
+
+        def bug(self: object, event: object) -> None:
+            raise RuntimeError("a bug in watchdog's bookkeeping")
+
+        monkeypatch.setattr(InotifyWatchGroup, "on_event", bug)
+        (tmp_path / "a.md").write_text("x", encoding="utf-8")
+        for _ in range(150):
+            if not watch.healthy():
+                break
+            await asyncio.sleep(0.02)
+        assert not watch.healthy()
+    finally:
+        monkeypatch.undo()
+        watch.stop()
+    c = Coalescer(loop, quiet_s=0.05, max_wait_s=1.0)
+    watch = start_watching(tmp_path, LibraryEvents(tmp_path, c))
+    try:
+        (tmp_path / "b.md").write_text("x", encoding="utf-8")
+        batch = await asyncio.wait_for(c.next_batch(), 3)
+        assert "b.md" in batch.paths and watch.healthy()
     finally:
         watch.stop()
