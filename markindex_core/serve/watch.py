@@ -44,8 +44,9 @@ from markindex_core.index.scan import is_markdown
 
 log = logging.getLogger("markindex.watch")
 
-# The two moves of one swap (see `LibraryEvents._swap`) are read from one inotify buffer.
-SWAP_WINDOW_S = 1.0
+# Folder events this close together may have been read from one inotify buffer, after the
+# folders changed again (see `LibraryEvents._misrecorded`).
+RACE_WINDOW_S = 1.0
 
 # Opened and dir-modified events carry nothing reconcile needs. Attribute events do: a chmod
 # that makes a file or folder readable changes neither size nor mtime, and nothing else says so.
@@ -232,11 +233,13 @@ class LibraryEvents(FileSystemEventHandler):
         # The library folder itself was deleted or moved: inotify's watch on it has ended.
         self.root_gone = False
         # Why the watcher must start again (said in the log), or "": a folder inotify could not
-        # watch (unreadable) was made readable (see `_probe_watches`), or two folders swapped
-        # places (see `_swap`).
+        # watch (unreadable) was made readable (see `_probe_watches`), or watchdog may have
+        # recorded a folder move wrong (see `_misrecorded`).
         self.rewatch = ""
-        # Folder moves just seen, oldest first: src -> (dest, monotonic time).
+        # Folder moves and folders made just now, oldest first: src -> (dest, monotonic time),
+        # path -> ("", monotonic time).
         self._moved: dict[str, tuple[str, float]] = {}
+        self._made: dict[str, tuple[str, float]] = {}
 
     def on_any_event(self, event: FileSystemEvent) -> None:
         try:
@@ -253,8 +256,10 @@ class LibraryEvents(FileSystemEventHandler):
             if isinstance(event, DirAttribEvent) and refused_watch(os.fsdecode(event.src_path)):
                 folder = os.fsdecode(event.src_path)
                 self.rewatch = f"{folder} was made readable: watching it from now on"
-            if isinstance(event, DirMovedEvent) and (swap := self._swap(event)):
-                self.rewatch = swap
+            if isinstance(event, DirCreatedEvent):
+                _note(self._made, os.fsdecode(event.src_path), "", time.monotonic())
+            if isinstance(event, DirMovedEvent) and (why := self._misrecorded(event)):
+                self.rewatch = why
             dest = getattr(event, "dest_path", "")
             # A closed file, or one renamed into place, is complete: no need to wait long.
             closed = isinstance(event, FileClosedEvent)
@@ -264,24 +269,31 @@ class LibraryEvents(FileSystemEventHandler):
         except Exception:  # never let a surprise kill watchdog's thread
             log.exception("could not handle %r", event)
 
-    def _swap(self, event: DirMovedEvent) -> str:
-        """Why the watcher must start again when this folder move undoes one just seen, else "".
+    def _misrecorded(self, event: DirMovedEvent) -> str:
+        """Why the watcher must start again after this folder move, or "": watchdog keeps a
+        record of which folder each watch is on, and two quick changes make it wrong for good.
 
-        `mv --exchange A B` (renameat2 RENAME_EXCHANGE) comes as two moves, A to B then B to A.
-        watchdog moves its record of A's watches onto B's path, then all of B's path (A's watches
-        among them) back onto A's: each folder's later events carry the other's name, and
-        deleting one kills watchdog's event thread (a KeyError in its records). A plain move
-        there and back (`mv A B; mv B A`) looks the same and costs only a restart.
-        """
+        - A swap: `mv --exchange A B` (renameat2 RENAME_EXCHANGE) comes as two moves, A to B
+          then B to A. watchdog moves its record of A's watches onto B's path, then everything
+          under B's path (A's watches among them) back onto A's: each folder's later events
+          carry the other's name, and deleting one kills watchdog's event thread (a KeyError
+          in its records). A plain move there and back looks the same.
+        - A folder made and moved away while another takes its name (`mkdir A; mv A B;
+          mkdir A`) before watchdog reads the first event: it watches the second A for the
+          first, then moves that record to B, and the folder at B has no watch at all. A folder
+          moved soon after it was made, when its old path is a folder again, looks the same.
+
+        A look-alike costs a restart of the watcher, and a full reconcile."""
         src, dest = os.fsdecode(event.src_path), os.fsdecode(event.dest_path)
         now = time.monotonic()
-        while self._moved and now - next(iter(self._moved.values()))[1] >= SWAP_WINDOW_S:
-            del self._moved[next(iter(self._moved))]
+        _forget_old(self._moved, now)
+        _forget_old(self._made, now)
         undone = self._moved.pop(dest, None)
         if undone is not None and undone[0] == src:
             return f"{dest} and {src} swapped places: watching the library again"
-        self._moved.pop(src, None)  # re-inserted last: the dict stays in time order
-        self._moved[src] = (dest, now)
+        _note(self._moved, src, dest, now)
+        if self._made.pop(src, None) is not None and os.path.isdir(src):
+            return f"{src} was made, moved to {dest} and made again: watching the library again"
         return ""
 
     def _mark(self, raw: str | bytes, is_dir: bool, *, settled: bool = False) -> None:
@@ -364,10 +376,23 @@ def _probe_watches() -> None:
     _survive_swaps()
 
 
+def _forget_old(seen: dict[str, tuple[str, float]], now: float) -> None:
+    """Drop the entries older than RACE_WINDOW_S from `seen`, kept in time order."""
+    while seen and now - next(iter(seen.values()))[1] >= RACE_WINDOW_S:
+        del seen[next(iter(seen))]
+
+
+def _note(seen: dict[str, tuple[str, float]], key: str, value: str, now: float) -> None:
+    """Note `key` last in `seen` (so it stays in time order), old entries dropped."""
+    _forget_old(seen, now)
+    seen.pop(key, None)
+    seen[key] = (value, now)
+
+
 def _survive_swaps() -> None:
     """Keep watchdog's event thread alive when its records of watched paths went wrong.
 
-    After two folders swap places (see `LibraryEvents._swap`) watchdog holds two watches under
+    After two folders swap places (see `LibraryEvents._misrecorded`) watchdog holds two watches under
     one path and none under the other, and forgetting the watch of a deleted folder, or stopping
     the observer, raises KeyError: on its event thread that ends every event for good, without a
     word, and at stop it leaves the index open. A record already gone is nothing to forget.

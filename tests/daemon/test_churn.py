@@ -1,5 +1,5 @@
 """File-system churn the other daemon tests do not make: after each, once the daemon has settled,
-the live index equals a fresh build of the folder, or the daemon says it is behind.
+the live index equals a fresh build of the folder (these cases were stale with no warning).
 
 Each test runs a real daemon subprocess on a real folder with real inotify events.
 """
@@ -143,6 +143,30 @@ def test_a_site_deployed_by_swapping_in_a_hidden_build_folder_stays_indexed(
         (root / "site/deep/d.md").write_text("# D\n\nzebra\n", encoding="utf-8")
         (root / "site/new.md").write_text("# New\n\nzebra\n", encoding="utf-8")
         want = {"site/deep/d.md", "site/new.md"}
+        wait_for(lambda: find(d.db, root, "zebra") == want, timeout=15)
+        _wait_idle(d)
+        _assert_equal_to_fresh_build(d, tmp_path)
+
+
+def test_a_folder_made_and_moved_away_while_another_takes_its_name_stays_watched(
+    tmp_path: Path,
+) -> None:
+    """`mkdir tmp && mv tmp out && mkdir tmp`, quicker than watchdog reads its events (a tool
+    that publishes a folder by renaming it and makes a new one in its place): watchdog watched
+    the second `tmp` when it saw the first one made, then moved that watch's record to `out`
+    and back to `tmp` when it saw the second one made. `out` had no watch at all: nothing
+    written there was ever indexed, and status said nothing."""
+    root = _lib(tmp_path, {"a.md": "# A\n\nwalrus\n"})
+    with running_daemon(root, tmp_path / "idx" / "index.db") as d:
+        for i in range(5):
+            os.mkdir(root / f"tmp{i}")
+            os.rename(root / f"tmp{i}", root / f"out{i}")
+            os.mkdir(root / f"tmp{i}")
+        time.sleep(1.0)  # every event of those is read by now
+        for i in range(5):
+            (root / f"out{i}" / "x.md").write_text(f"# X\n\nzebra {i}\n", encoding="utf-8")
+            (root / f"tmp{i}" / "y.md").write_text(f"# Y\n\nzebra {i}\n", encoding="utf-8")
+        want = {f"out{i}/x.md" for i in range(5)} | {f"tmp{i}/y.md" for i in range(5)}
         wait_for(lambda: find(d.db, root, "zebra") == want, timeout=15)
         _wait_idle(d)
         _assert_equal_to_fresh_build(d, tmp_path)
