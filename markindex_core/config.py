@@ -34,6 +34,7 @@ GB18030_MIN_COMMON_HANZI = 0.3
 READER_CACHE_KB = 32_768  # SQLite page cache of a reading connection …
 WRITER_CACHE_KB = 8_192  # … and of the writer's
 LINE_BLOCK_SIZE = 64  # original lines are stored in blocks of this many lines
+UNCACHED_STATEMENT_BYTES = 4_000_000  # a document this large is written by statements of its own
 
 # Indexing.
 BATCH_DOCS = 48  # whole documents per transaction on a full build …

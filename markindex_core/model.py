@@ -62,7 +62,8 @@ class ParsedDocument:
     line_blocks: list[bytes]
     sections: list[Section]
     passages: list[Passage]
-    section_terms: list[tuple[str, str, bytes]]  # per section: title, key items, body terms
+    # Per section: title and key item terms (its body terms are its passages' terms, joined).
+    section_terms: list[tuple[str, str]]
     links: list[tuple[int, str, str]]  # (line, target path, anchor)
     warnings: list[str] = field(default_factory=list)
 
@@ -112,7 +113,7 @@ class ParsedDocument:
             node_parents=[
                 -1 if s.parent_id is None else index_of[s.parent_id] for s in self.sections
             ],
-            node_terms=[(title, keys) for title, keys, _ in self.section_terms],
+            node_terms=self.section_terms,
             passage_nodes=p_nodes,
             passage_starts=p_starts,
             passage_ends=p_ends,

@@ -79,6 +79,14 @@ def split_source_lines(text: str) -> list[str]:
     return lines
 
 
+def source_lines(text: str, lines: list[str]) -> list[str]:
+    """`split_source_lines(text)` made from the text's `decode.split_lines`: the same strings
+    rather than a second copy of every line (a big document's lines cost ~2x its size)."""
+    if lines and not text.endswith("\n") and not lines[-1].strip(_SPACE):
+        return lines[:-1]
+    return lines
+
+
 def scan_blocks(text: str, lines: list[str], sink: BlockSink, *, setext: bool) -> bool:
     """Report the top-level blocks of `text` (split by `split_source_lines`) to `sink`."""
     if "\r" in text or "\0" in text or not lines:

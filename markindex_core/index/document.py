@@ -9,7 +9,7 @@ from markindex_core.index.markdown import ParsedMarkdown, parse_markdown
 from markindex_core.index.passages import cut_passages
 from markindex_core.index.reading import content_hash
 from markindex_core.index.tree import build_sections
-from markindex_core.model import ParsedDocument, Passage, Section, SkippedFile
+from markindex_core.model import ParsedDocument, Section, SkippedFile
 from markindex_core.text import segment
 from markindex_core.text.tokens import LineTokens
 
@@ -23,22 +23,24 @@ def build_document(
     except Undecodable as exc:
         return SkippedFile(rel_path, str(exc))
     lines = split_lines(decoded.text)
-    parsed = parse_markdown(decoded.text, rel_path, setext=params.setext)
+    parsed = parse_markdown(decoded.text, rel_path, setext=params.setext, lines=lines)
+    encoding = decoded.encoding
+    # From here on only the lines are read: the text goes (4 bytes a character in a document
+    # with one character beyond U+FFFF, then ~3x its size).
+    del decoded
     parsed.block_starts = sorted(set(parsed.block_starts))
     fm = parsed.front_matter
     title = _title(fm, parsed, rel_path, lines)
     tokens = LineTokens(lines)  # shared: the tree and the passages measure the same lines
     sections = build_sections(lines, parsed, title, params, line_tokens=tokens)
     passages = cut_passages(sections, lines, parsed.block_starts, parsed.front_matter_end, tokens)
-    section_terms = [
-        _section_terms(s, passages_of, lines) for s, passages_of in _group(sections, passages)
-    ]
+    section_terms = [_section_terms(s, lines) for s in sections]
     return ParsedDocument(
         path=rel_path,
         content_hash=content_hash(data),
         size=len(data),
         mtime_ns=mtime_ns,
-        encoding=decoded.encoding,
+        encoding=encoding,
         title=title,
         description=_description(fm, lines, parsed),
         front_matter=fm,
@@ -70,21 +72,12 @@ def _description(fm: dict[str, object] | None, lines: list[str], parsed: ParsedM
     return derive_description(fm, lines, parsed)
 
 
-def _group(sections: list[Section], passages: list[Passage]) -> list[tuple[Section, list[Passage]]]:
-    by_node: list[list[Passage]] = [[] for _ in sections]
-    for p in passages:
-        by_node[p.node_index].append(p)
-    return list(zip(sections, by_node, strict=True))
-
-
-def _section_terms(
-    sec: Section, passages: list[Passage], lines: list[str]
-) -> tuple[str, str, bytes]:
+def _section_terms(sec: Section, lines: list[str]) -> tuple[str, str]:
+    """A node's title and key item terms. Its body terms are its passages' terms joined, which
+    the store joins when it writes them (joined here too, a big file's terms were held twice)."""
     title = sec.title
     if sec.kind == "section" and len(title) >= MAX_TITLE_CHARS:
         # A title is cut for display; every word of its heading lines stays searchable (the
         # heading's markup, `##` or a setext underline, holds no words).
         title = " ".join(lines[sec.start_line - 1 : sec.body_start - 1])
-    title, keys = segment.heading_terms(title, sec.key_items, chunk=sec.kind == "chunk")
-    body = b" ".join(p.terms for p in passages)
-    return title, keys, body
+    return segment.heading_terms(title, sec.key_items, chunk=sec.kind == "chunk")

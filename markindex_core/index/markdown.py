@@ -18,7 +18,7 @@ from markdown_it.token import Token
 from mdit_py_plugins.front_matter import front_matter_plugin
 
 from markindex_core.config import MARKDOWN_SUFFIXES, MAX_TITLE_CHARS, SETEXT_WARN_CHARS
-from markindex_core.index.blocks import scan_blocks, split_source_lines
+from markindex_core.index.blocks import scan_blocks, source_lines, split_source_lines
 
 # Where an inline construct that can hold a bracket may start: an escape, a code span, an
 # autolink or HTML tag, an image, a link. markdown-it's other rules (text, line breaks, entities,
@@ -95,14 +95,17 @@ def _parser(setext: bool, front_matter: bool = True) -> MarkdownIt:
     return md
 
 
-def parse_markdown(text: str, doc_path: str, *, setext: bool = True) -> ParsedMarkdown:
-    """Parse normalized text (LF newlines) of the document at library-relative `doc_path`.
+def parse_markdown(
+    text: str, doc_path: str, *, setext: bool = True, lines: list[str] | None = None
+) -> ParsedMarkdown:
+    """Parse normalized text (LF newlines) of the document at library-relative `doc_path`;
+    `lines`, when given, are its `decode.split_lines`, shared instead of split again.
 
     A line scanner handles most blocks itself (see `blocks`) and hands every stretch it is not
     sure about (some lists, quotes and reference definitions) to markdown-it-py, which also
     takes whole documents the scanner leaves alone; the result is the same.
     """
-    lines = split_source_lines(text)
+    lines = split_source_lines(text) if lines is None else source_lines(text, lines)
     collector = _Collector(doc_path, lines, setext, "](" in text)
     if scan_blocks(text, lines, collector, setext=setext):
         return collector.finish()

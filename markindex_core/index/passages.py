@@ -119,4 +119,4 @@ def _cut_long(
 
 def _passage(idx: int, lines: list[str], a: int, b: int) -> Passage:
     """Lines [a, b) of node `idx` as a passage, its terms UTF-8 encoded (see `Passage`)."""
-    return Passage(idx, a + 1, b, segment.terms_text("\n".join(lines[a:b])).encode())
+    return Passage(idx, a + 1, b, segment.terms_bytes("\n".join(lines[a:b])))

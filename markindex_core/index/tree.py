@@ -199,10 +199,7 @@ def _emit(
         seen[(v.kind, v.title)] = ordinal + 1
         key = f"{parent_key}\x1e{v.kind}\x1f{v.title}\x1f{ordinal}"
         node_id = xxhash.xxh3_64_hexdigest(key.encode("utf-8"))[:12]
-        own = text(v.start, v.own_end)
-        content_hash = xxhash.xxh3_64_hexdigest(
-            "\x1f".join([v.title, *v.key_items, own]).encode("utf-8")
-        )
+        content_hash = _content_hash(v, text)
         sec = Section(
             node_id=node_id,
             parent_id=parent.node_id if parent else None,
@@ -223,3 +220,20 @@ def _emit(
         sec.subtree_tokens = v.own_tokens + _emit(v.children, sec, key, depth + 1, out, text)
         total += sec.subtree_tokens
     return total
+
+
+_HASH_LINES = 4096  # a node's text is hashed this many lines at a time …
+_HASH_CHARS = 1 << 20  # … and a longer line this many characters at a time
+
+
+def _content_hash(v: _Raw, text: Callable[[int, int], str]) -> str:
+    """xxh3_64 of the UTF-8 of `"\x1f".join([title, *key_items, own text])`, fed in pieces:
+    joined and encoded whole, a 50 MB single-line node took two more copies of itself."""
+    h = xxhash.xxh3_64("\x1f".join([v.title, *v.key_items, ""]).encode("utf-8"))
+    for a in range(v.start, v.own_end, _HASH_LINES):
+        if a > v.start:
+            h.update(b"\n")
+        part = text(a, min(a + _HASH_LINES, v.own_end))
+        for i in range(0, len(part), _HASH_CHARS):
+            h.update(part[i : i + _HASH_CHARS].encode("utf-8"))
+    return h.hexdigest()

@@ -9,6 +9,7 @@ parts, so either spelling finds them.
 
 from __future__ import annotations
 
+import io
 import re
 import unicodedata
 from collections.abc import Callable, Iterator, Sequence
@@ -33,6 +34,7 @@ _CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+|[^\W\d_]+")
 FTS_TOKENCHARS = "-_.+#/"
 
 Cutter = Callable[[str], list[str]]
+_CACHED_RUN_CHARS = 256  # `_joined` keeps the terms of runs up to this long
 
 
 @lru_cache(maxsize=1)
@@ -190,22 +192,27 @@ class _JoinedTerms(dict[str, str]):
     """
 
     def __missing__(self, run: str) -> str:
-        if len(self) >= SEGMENT_CACHE_WORDS:  # bounded: a library of random tokens can't grow it
-            self.clear()
+        joined = self._terms_of(run)
+        # A long run is not kept: it never comes again, and a base64 blob is one run per piece
+        # (see `_pieces`), each kept with its terms (~3x the piece) until the cache was full.
+        # Bounded, too: a library of random tokens can't grow it.
+        if len(run) <= _CACHED_RUN_CHARS:
+            if len(self) >= SEGMENT_CACHE_WORDS:
+                self.clear()
+            self[run] = joined
+        return joined
+
+    def _terms_of(self, run: str) -> str:
         if run.isascii():
             if run.isalpha() and run.islower():  # a plain English word: its stem
-                joined = self[run] = _stems[run]
-                return joined
+                return _stems[run]
             # Letters and digits only: one word. Else the ASCII class: same words, faster.
             words = [run] if run.isalnum() else _WORD_ASCII.findall(run)
         else:
             words = _WORD.findall(run)
         if words == [run]:
-            joined = " ".join(_word_terms_of(run))
-        else:
-            joined = " ".join(map(self.__getitem__, words))
-        self[run] = joined
-        return joined
+            return " ".join(_word_terms_of(run))
+        return " ".join(map(self.__getitem__, words))
 
 
 _joined = _JoinedTerms()
@@ -227,6 +234,20 @@ def terms_text(text: str) -> str:
     if len(text) <= SEGMENT_PIECE_CHARS:
         return _terms_text(text)
     return " ".join(filter(None, map(_terms_text, _pieces(text))))
+
+
+def terms_bytes(text: str) -> bytes:
+    """`terms_text(text).encode()`: the terms as the store binds them (see `model.Passage`). A
+    long text's pieces are encoded one by one into one buffer: joined first and then encoded,
+    a big file's terms were held three times over (pieces, joined, encoded)."""
+    if len(text) <= SEGMENT_PIECE_CHARS:
+        return _terms_text(text).encode()
+    out = io.BytesIO()
+    for terms in filter(None, map(_terms_text, _pieces(text))):
+        if out.tell():
+            out.write(b" ")
+        out.write(terms.encode())
+    return out.getvalue()  # the buffer itself, not a copy
 
 
 def _pieces(text: str) -> Iterator[str]:
