@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from markindex_core.config import GB18030_MIN_COMMON_HANZI
 
 _NEWLINE = re.compile(r"\r\n|\r|\n")
+_SAMPLE_CHARS = 65536  # the first characters looked at for control characters
 _CONTROL = re.compile(r"[\x00-\x08\x0e-\x1f\x7f]")
 # Every byte but those `_CONTROL` matches: deleted, what is left of UTF-8 text is its control
 # characters (single bytes there, never part of another character's encoding).
@@ -80,13 +81,16 @@ def _nul_reason(head: bytes) -> str:
 def decode(data: bytes) -> DecodedText:
     """Decode file bytes; raise Undecodable with a reason for binary or unknown encodings."""
     if data.startswith(codecs.BOM_UTF8):
-        return _finish(_strict(data[3:], "utf-8"), "utf-8-sig")
+        try:
+            return _decode_utf8(data[3:], "utf-8-sig")
+        except UnicodeDecodeError as exc:
+            raise Undecodable(f"invalid utf-8 at byte {exc.start}") from None
     if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
         return _finish(_strict(data, "utf-16"), "utf-16")
     if b"\x00" in data[:8192]:
         raise Undecodable(_nul_reason(data[:8192]))
     try:
-        return _finish(data.decode("utf-8"), "utf-8")
+        return _decode_utf8(data, "utf-8")
     except UnicodeDecodeError as exc:
         utf8_error = exc
     try:
@@ -107,10 +111,34 @@ def _strict(data: bytes, encoding: str) -> str:
         raise Undecodable(f"invalid {encoding} at byte {exc.start}") from None
 
 
-def _finish(text: str, encoding: str) -> DecodedText:
+def _decode_utf8(data: bytes, encoding: str) -> DecodedText:
+    """`_finish(data.decode("utf-8"), encoding)` with newlines normalized in the bytes, where a
+    CR byte is always a CR character: in the text, a document with one character beyond U+FFFF
+    (4 bytes a character) took two more copies of it, the pieces `sub` joins and their join.
+    Raises the UnicodeDecodeError of `data` itself."""
+    if b"\r" not in data:
+        return _finish(data.decode("utf-8"), encoding)
+    # The sample `_finish` checks, as it was before the newlines changed (a valid prefix of 4
+    # bytes a character holds at least _SAMPLE_CHARS of them).
+    sample = data[: 4 * _SAMPLE_CHARS].decode("utf-8", "ignore")[:_SAMPLE_CHARS]
+    lf = data.replace(b"\r\n", b"\n")
+    if b"\r" in lf:
+        lf = lf.replace(b"\r", b"\n")
+    try:
+        text = lf.decode("utf-8")
+    except UnicodeDecodeError:
+        data.decode("utf-8")  # the same bytes are invalid in `data`: raise its error, offsets
+        raise
+    return _finish(text, encoding, sample)
+
+
+def _finish(text: str, encoding: str, sample: str | None = None) -> DecodedText:
+    """`sample`: the first _SAMPLE_CHARS characters of the text as read (its newlines as
+    written), when `text` has been normalized already."""
     if "\x00" in text:
         raise Undecodable("binary file (NUL characters)")
-    sample = text[:65536]
+    if sample is None:
+        sample = text[:_SAMPLE_CHARS]
     if sample and _control_count(sample) > max(8, len(sample) // 100):
         raise Undecodable("binary file (control characters)")
     if "\r" in text:

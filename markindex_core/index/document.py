@@ -18,10 +18,21 @@ def build_document(
     rel_path: str, data: bytes, mtime_ns: int, params: TreeParams
 ) -> ParsedDocument | SkippedFile:
     """Build everything the store writes for one document, or say why it is skipped."""
+    return build_taken(rel_path, [data], mtime_ns, params)
+
+
+def build_taken(
+    rel_path: str, box: list[bytes], mtime_ns: int, params: TreeParams
+) -> ParsedDocument | SkippedFile:
+    """`build_document` of the bytes in `box`, taken out of it: when the caller holds no other
+    reference, they are freed once decoded (a big file's bytes were held through its parse)."""
+    data = box.pop()
+    digest, size = content_hash(data), len(data)
     try:
         decoded = decode(data)
     except Undecodable as exc:
         return SkippedFile(rel_path, str(exc))
+    del data
     lines = split_lines(decoded.text)
     parsed = parse_markdown(decoded.text, rel_path, setext=params.setext, lines=lines)
     encoding = decoded.encoding
@@ -35,17 +46,19 @@ def build_document(
     sections = build_sections(lines, parsed, title, params, line_tokens=tokens)
     passages = cut_passages(sections, lines, parsed.block_starts, parsed.front_matter_end, tokens)
     section_terms = [_section_terms(s, lines) for s in sections]
+    description = _description(fm, lines, parsed)
+    line_count = len(lines)
     return ParsedDocument(
         path=rel_path,
-        content_hash=content_hash(data),
-        size=len(data),
+        content_hash=digest,
+        size=size,
         mtime_ns=mtime_ns,
         encoding=encoding,
         title=title,
-        description=_description(fm, lines, parsed),
+        description=description,
         front_matter=fm,
-        line_count=len(lines),
-        line_blocks=line_blocks(lines),
+        line_count=line_count,
+        line_blocks=take_line_blocks(lines),  # last: it empties `lines`
         sections=sections,
         passages=passages,
         section_terms=section_terms,
@@ -54,12 +67,17 @@ def build_document(
     )
 
 
-def line_blocks(lines: list[str]) -> list[bytes]:
-    """The rows of the `line_blocks` table: LINE_BLOCK_SIZE lines each, joined, UTF-8."""
-    return [
-        "\n".join(lines[b : b + LINE_BLOCK_SIZE]).encode()
-        for b in range(0, len(lines), LINE_BLOCK_SIZE)
-    ]
+def take_line_blocks(lines: list[str]) -> list[bytes]:
+    """The rows of the `line_blocks` table: LINE_BLOCK_SIZE lines each, joined, UTF-8.
+
+    Made from the last block back, each block's lines removed from `lines` once encoded: the
+    lines are freed as their blocks are made rather than all held with all the blocks."""
+    blocks: list[bytes] = []
+    for b in reversed(range(0, len(lines), LINE_BLOCK_SIZE)):
+        blocks.append("\n".join(lines[b:]).encode())
+        del lines[b:]
+    blocks.reverse()
+    return blocks
 
 
 def _title(

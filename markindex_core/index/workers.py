@@ -55,6 +55,7 @@ _COUNT = struct.Struct("!I")
 _SIZE = struct.Struct("!Q")
 OUT_OF_BAND_BYTES = 1 << 16  # bytes values at least this long are sent as buffers
 _SEND_WHOLE_BYTES = 1 << 16  # a message shorter than this is sent in one piece (one syscall)
+STREAM_PICKLE_BYTES = 4_000_000  # a document this large is pickled straight into the socket
 
 
 def _code_token() -> str:
@@ -115,7 +116,7 @@ def load(job: Job) -> Result:
     # Imported here, not at the top: the indexing process imports this module for the pool
     # and parses in-process only for small runs, so a full build never loads the parse stack
     # (markdown-it, the tree, description and passage code: ~60 ms) there.
-    from markindex_core.index.document import build_document
+    from markindex_core.index.document import build_taken
 
     try:
         data, st = read_regular(os.path.join(job.root, job.rel))
@@ -125,8 +126,10 @@ def load(job: Job) -> Result:
         return SkippedFile(job.rel, str(exc))
     except OSError as exc:
         return SkippedFile(job.rel, f"cannot read: {exc.strerror or exc}")
+    box = [data]  # taken by the parse, which frees the bytes once decoded
+    del data
     try:
-        return build_document(job.rel, data, st.st_mtime_ns, job.params)
+        return build_taken(job.rel, box, st.st_mtime_ns, job.params)
     except RecursionError:
         return SkippedFile(job.rel, "structure nested too deeply to parse")
     except Exception as exc:  # one bad file must never stop a run
@@ -162,10 +165,14 @@ def pack(result: Result) -> Result:
 
 def _send(sock: socket.socket, obj: object) -> None:
     """Send `obj` framed as `_HEADER` describes; large parts are sent as they are, not joined."""
+    obj = _detach_large(obj)
+    if isinstance(obj, DocumentRows) and obj.size >= STREAM_PICKLE_BYTES:
+        _send_streamed(sock, obj)
+        return
     buffers: list[pickle.PickleBuffer] = []
-    data = pickle.dumps(_detach_large(obj), 5, buffer_callback=buffers.append)
+    data = pickle.dumps(obj, 5, buffer_callback=buffers.append)
     views = [b.raw() for b in buffers]
-    head = _COUNT.pack(len(views)) + b"".join(_SIZE.pack(v.nbytes) for v in views)
+    head = _head(views)
     total = len(head) + len(data) + sum(v.nbytes for v in views)
     if total < _SEND_WHOLE_BYTES:
         sock.sendall(b"".join([_HEADER.pack(total), head, data, *views]))
@@ -173,6 +180,47 @@ def _send(sock: socket.socket, obj: object) -> None:
     sock.sendall(_HEADER.pack(total) + head)
     for part in (data, *views):
         sock.sendall(part)
+
+
+def _send_streamed(sock: socket.socket, obj: object) -> None:
+    """`_send` without the pickle ever whole in memory (a big document's thousands of small
+    values: ~2x its size): pickled once to measure it, then again into the socket, frame by
+    frame (the pickler writes each 64 KB frame as it is done)."""
+    buffers: list[pickle.PickleBuffer] = []
+    counter = _Counter()
+    pickle.dump(obj, counter, 5, buffer_callback=buffers.append)
+    views = [b.raw() for b in buffers]
+    head = _head(views)
+    sock.sendall(_HEADER.pack(len(head) + counter.size + sum(v.nbytes for v in views)) + head)
+    pickle.dump(obj, _SocketWriter(sock), 5, buffer_callback=lambda _: None)
+    for view in views:
+        sock.sendall(view)
+
+
+def _head(views: list[memoryview]) -> bytes:
+    return _COUNT.pack(len(views)) + b"".join(_SIZE.pack(v.nbytes) for v in views)
+
+
+class _Counter:
+    """A file that counts what is written to it."""
+
+    def __init__(self) -> None:
+        self.size = 0
+
+    def write(self, data: bytes) -> int:
+        self.size += len(data)
+        return len(data)
+
+
+class _SocketWriter:
+    """A file that sends what is written to it."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+
+    def write(self, data: bytes) -> int:
+        self.sock.sendall(data)
+        return len(data)
 
 
 def _detach_large(obj: object) -> object:

@@ -388,9 +388,15 @@ class _Discard:
         pass
 
 
-def test_a_big_line_travels_beside_the_pickle_and_arrives_equal() -> None:
+@pytest.mark.parametrize("streamed", [False, True])
+def test_a_big_line_travels_beside_the_pickle_and_arrives_equal(
+    streamed: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A value past OUT_OF_BAND_BYTES (a long line's block and terms) is sent as a buffer of its
-    own; the indexing process gets a view of the message it read, equal to what was parsed."""
+    own; the indexing process gets a view of the message it read, equal to what was parsed.
+    So too when the pickle is streamed into the socket (a document past STREAM_PICKLE_BYTES)."""
+    if streamed:
+        monkeypatch.setattr(workers, "STREAM_PICKLE_BYTES", 0)
     line = " ".join(f"word{i}" for i in range(40_000))
     doc = build_document("long.md", f"# Long\n\n{line}\n".encode(), 1, TreeParams(setext=True))
     assert isinstance(doc, ParsedDocument)
