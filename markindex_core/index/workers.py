@@ -46,8 +46,8 @@ from markindex_core.index.reading import Unreadable, read_regular
 from markindex_core.model import DocumentRows, ParsedDocument, SkippedFile
 
 _PR_SET_PDEATHSIG = 1
-# Each message: its length; the number of out-of-band buffers and their sizes; a pickle (protocol
-# 5); the buffers. Large bytes (a single-line document's one line block and its terms) travel as
+# Each message but a worker's first (see `_send_plain`): its length; the number of out-of-band
+# buffers and their sizes; a pickle (protocol 5); the buffers. Large bytes (a single-line document's one line block and its terms) travel as
 # such buffers: the sender never copies them into a pickle, and the receiver gets views of the
 # message it read, not a second copy of each (together ~2x a big file's size in each process).
 _HEADER = struct.Struct("!Q")
@@ -182,6 +182,14 @@ def _send(sock: socket.socket, obj: object) -> None:
         sock.sendall(part)
 
 
+def _send_plain(sock: socket.socket, obj: object) -> None:
+    """Send `obj` as every markindex has sent its first message, its length and a pickle: a
+    worker started after an upgrade in place and the process reading it (or the reverse) read
+    each other's `_Ready`, and learn that they run other code (see `CodeChanged`)."""
+    data = pickle.dumps(obj, pickle.HIGHEST_PROTOCOL)
+    sock.sendall(_HEADER.pack(len(data)) + data)
+
+
 def _send_streamed(sock: socket.socket, obj: object) -> None:
     """`_send` without the pickle ever whole in memory (a big document's thousands of small
     values: ~2x its size): pickled once to measure it, then again into the socket, frame by
@@ -274,7 +282,7 @@ def serve_fd(fd: int) -> None:
     gc.freeze()
     sock = socket.socket(fileno=fd)
     try:
-        _send(sock, _Ready(CODE_TOKEN))
+        _send_plain(sock, _Ready(CODE_TOKEN))
     except OSError:
         return
     while True:
@@ -325,7 +333,9 @@ class _Worker:
             end = _HEADER.size + size
             if len(self.inbox) < end:
                 break
-            result = _decode(memoryview(self._take(end))[_HEADER.size :])
+            message = memoryview(self._take(end))[_HEADER.size :]
+            result = _decode(message) if self.ready else pickle.loads(message)
+            del message
             if isinstance(result, _Ready):
                 if result.code_token != CODE_TOKEN:
                     raise CodeChanged(

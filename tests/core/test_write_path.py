@@ -405,7 +405,7 @@ def test_a_big_line_travels_beside_the_pickle_and_arrives_equal(
     workers._send(sink, SkippedFile("x.md", "binary"))
     parent, child = socket.socketpair()
     try:
-        worker = workers._Worker(None, parent, inbox=sink.sent)  # type: ignore[arg-type]
+        worker = workers._Worker(None, parent, inbox=sink.sent, ready=True)  # type: ignore[arg-type]
         received = worker.read_available()
     finally:
         parent.close()
@@ -431,3 +431,13 @@ def test_parsing_and_sending_a_big_single_line_takes_a_bounded_multiple_of_its_s
     finally:
         tracemalloc.stop()
     assert peak < 5 * len(data), peak / len(data)
+
+
+def test_a_workers_first_message_is_framed_as_every_version_frames_it() -> None:
+    """Its length, then a plain pickle: a process running older or newer markindex code reads a
+    worker's `_Ready` and says that the code changed, rather than failing to decode it."""
+    sink = _Sink()
+    workers._send_plain(sink, workers._Ready("token"))  # type: ignore[arg-type]
+    (size,) = workers._HEADER.unpack_from(sink.sent)
+    assert pickle.loads(sink.sent[workers._HEADER.size :]) == workers._Ready("token")
+    assert size == len(sink.sent) - workers._HEADER.size
