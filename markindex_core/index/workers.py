@@ -18,6 +18,7 @@ import ctypes
 import gc
 import hashlib
 import importlib
+import io
 import os
 import pickle
 import signal
@@ -31,7 +32,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from multiprocessing.connection import wait
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from markindex_core.config import (
     POOL_WAIT_SLICE_S,
@@ -47,9 +48,9 @@ from markindex_core.model import DocumentRows, ParsedDocument, SkippedFile
 
 _PR_SET_PDEATHSIG = 1
 # Each message but a worker's first (see `_send_plain`): its length; the number of out-of-band
-# buffers and their sizes; a pickle (protocol 5); the buffers. Large bytes (a single-line document's one line block and its terms) travel as
-# such buffers: the sender never copies them into a pickle, and the receiver gets views of the
-# message it read, not a second copy of each (together ~2x a big file's size in each process).
+# buffers and their sizes; the buffers; a pickle (protocol 5). Large bytes (a single-line
+# document's one line block and its terms) travel as such buffers: the sender never copies them
+# into a pickle (it was ~2x a big file's size), and the receiver reads each into its value.
 _HEADER = struct.Struct("!Q")
 _COUNT = struct.Struct("!I")
 _SIZE = struct.Struct("!Q")
@@ -175,10 +176,10 @@ def _send(sock: socket.socket, obj: object) -> None:
     head = _head(views)
     total = len(head) + len(data) + sum(v.nbytes for v in views)
     if total < _SEND_WHOLE_BYTES:
-        sock.sendall(b"".join([_HEADER.pack(total), head, data, *views]))
+        sock.sendall(b"".join([_HEADER.pack(total), head, *views, data]))
         return
     sock.sendall(_HEADER.pack(total) + head)
-    for part in (data, *views):
+    for part in (*views, data):
         sock.sendall(part)
 
 
@@ -200,9 +201,9 @@ def _send_streamed(sock: socket.socket, obj: object) -> None:
     views = [b.raw() for b in buffers]
     head = _head(views)
     sock.sendall(_HEADER.pack(len(head) + counter.size + sum(v.nbytes for v in views)) + head)
-    pickle.dump(obj, _SocketWriter(sock), 5, buffer_callback=lambda _: None)
     for view in views:
         sock.sendall(view)
+    pickle.dump(obj, _SocketWriter(sock), 5, buffer_callback=lambda _: None)
 
 
 def _head(views: list[memoryview]) -> bytes:
@@ -247,19 +248,81 @@ def _marked(values: Sequence[bytes]) -> Sequence[Any]:
     return tuple(marked) if isinstance(values, tuple) else marked  # arrives as it was
 
 
-def _decode(message: memoryview) -> Any:
-    """The object a message (after its length) holds. Its out-of-band values are read-only views
-    of `message`, which must therefore not change while they live."""
-    (count,) = _COUNT.unpack_from(message)
-    pos = _COUNT.size
-    sizes = [_SIZE.unpack_from(message, pos + i * _SIZE.size)[0] for i in range(count)]
-    pos += count * _SIZE.size
-    end = start = len(message) - sum(sizes)
-    buffers = []
-    for size in sizes:
-        buffers.append(message[end : end + size])
-        end += size
-    return pickle.loads(message[pos:start], buffers=buffers)
+class _Reader(Protocol):
+    def read(self, n: int, /) -> bytes: ...
+
+
+def _decode(message: _Reader) -> Any:
+    """The object of a message (after its length), read from `message` as it is decoded."""
+    (count,) = _COUNT.unpack(message.read(_COUNT.size))
+    sizes = [_SIZE.unpack(message.read(_SIZE.size))[0] for _ in range(count)]
+    buffers = [message.read(size) for size in sizes]
+    return pickle.load(message, buffers=buffers)  # type: ignore[arg-type]
+
+
+class _Inbox:
+    """What a worker has sent and was not yet decoded, in the chunks it arrived in. A message is
+    decoded from them as they are consumed, each chunk freed once read: a big document's message
+    is never held whole beside the objects made from it (~2x its size)."""
+
+    def __init__(self, data: bytes = b"") -> None:
+        self._chunks: deque[bytes] = deque()
+        self._offset = 0  # into the first chunk
+        self.size = 0
+        if data:
+            self.add(data)
+
+    def add(self, chunk: bytes) -> None:
+        self._chunks.append(chunk)
+        self.size += len(chunk)
+
+    def head(self, n: int) -> bytes:
+        """The first `n` bytes (fewer if there are not as many), left in place."""
+        out = b""
+        offset = self._offset
+        for chunk in self._chunks:
+            out += chunk[offset : offset + n - len(out)]
+            offset = 0
+            if len(out) >= n:
+                break
+        return out
+
+    def read(self, n: int) -> bytes:
+        """The first `n` bytes (fewer if there are not as many), consumed."""
+        parts = []
+        while n > 0 and self._chunks:
+            chunk = self._chunks[0]
+            part = chunk[self._offset : self._offset + n]
+            parts.append(part)
+            n -= len(part)
+            self.size -= len(part)
+            self._offset += len(part)
+            if self._offset >= len(chunk):
+                self._chunks.popleft()
+                self._offset = 0
+        return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+class _Message:
+    """The next `size` bytes of an inbox as a file to unpickle from, never reading past them."""
+
+    def __init__(self, inbox: _Inbox, size: int) -> None:
+        self.inbox = inbox
+        self.left = size
+
+    def read(self, n: int = -1) -> bytes:
+        data = self.inbox.read(self.left if n < 0 else min(n, self.left))
+        self.left -= len(data)
+        return data
+
+    def readinto(self, buf: Any) -> int:
+        view = memoryview(buf).cast("B")
+        data = self.read(len(view))
+        view[: len(data)] = data
+        return len(data)
+
+    def readline(self) -> bytes:  # the pickle protocol's text opcodes only: never sent
+        raise pickle.UnpicklingError("readline is not supported")
 
 
 def _recv_exactly(sock: socket.socket, n: int) -> bytes:
@@ -288,7 +351,7 @@ def serve_fd(fd: int) -> None:
     while True:
         try:
             (size,) = _HEADER.unpack(_recv_exactly(sock, _HEADER.size))
-            job = _decode(memoryview(_recv_exactly(sock, size)))
+            job = _decode(io.BytesIO(_recv_exactly(sock, size)))
         except (EOFError, OSError):
             break
         if job is None:
@@ -312,7 +375,7 @@ class _Worker:
     sock: socket.socket
     jobs: deque[Job] = field(default_factory=deque)
     deadline: float = 0.0  # for the oldest job
-    inbox: bytearray = field(default_factory=bytearray)
+    inbox: _Inbox = field(default_factory=_Inbox)
     ready: bool = False  # it has started: the oldest job's deadline counts from then
 
     def read_available(self) -> list[Result]:
@@ -326,16 +389,16 @@ class _Worker:
                 raise EOFError from exc
             if not chunk:
                 raise EOFError
-            self.inbox += chunk
+            self.inbox.add(chunk)
         results: list[Result] = []
-        while len(self.inbox) >= _HEADER.size:
-            (size,) = _HEADER.unpack_from(self.inbox)
-            end = _HEADER.size + size
-            if len(self.inbox) < end:
+        while self.inbox.size >= _HEADER.size:
+            (size,) = _HEADER.unpack(self.inbox.head(_HEADER.size))
+            if self.inbox.size < _HEADER.size + size:
                 break
-            message = memoryview(self._take(end))[_HEADER.size :]
-            result = _decode(message) if self.ready else pickle.loads(message)
-            del message
+            self.inbox.read(_HEADER.size)
+            message = _Message(self.inbox, size)
+            result = _decode(message) if self.ready else pickle.loads(message.read())
+            message.read()  # nothing is left of it, unless it was sent wrong
             if isinstance(result, _Ready):
                 if result.code_token != CODE_TOKEN:
                     raise CodeChanged(
@@ -346,17 +409,6 @@ class _Worker:
             else:
                 results.append(result)
         return results
-
-    def _take(self, end: int) -> bytearray:
-        """The inbox's first `end` bytes, the inbox keeping the rest. A large message is the
-        inbox itself, not a copy: the values decoded from it may be views of it (see `_decode`)."""
-        if end < _SEND_WHOLE_BYTES:  # too small to hold buffers: copied, the inbox kept
-            message = self.inbox[:end]
-            del self.inbox[:end]
-            return message
-        message, self.inbox = self.inbox, self.inbox[end:]
-        del message[end:]
-        return message
 
 
 class WorkerPool:

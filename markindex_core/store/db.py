@@ -543,7 +543,7 @@ class Store:
             zip(
                 range(node_base, node_base + n_nodes),
                 *zip(*d.node_terms, strict=True),
-                [b" ".join(terms[a:b]) for a, b in pairwise(bounds)],
+                (b" ".join(terms[a:b]) for a, b in pairwise(bounds)),  # one at a time
                 strict=True,
             )
             if n_nodes
