@@ -179,7 +179,8 @@ def _send(sock: socket.socket, obj: object) -> None:
         sock.sendall(b"".join([_HEADER.pack(total), head, *views, data]))
         return
     sock.sendall(_HEADER.pack(total) + head)
-    for part in (*views, data):
+    parts: list[bytes | memoryview] = [*views, data]
+    for part in parts:
         sock.sendall(part)
 
 
@@ -241,7 +242,8 @@ def _detach_large(obj: object) -> object:
     )
 
 
-def _marked(values: Sequence[bytes]) -> Sequence[Any]:
+def _marked(values: Sequence[bytes]) -> Any:
+    """`values` with a PickleBuffer in place of each large one (they arrive as bytes again)."""
     if max(map(len, values), default=0) < OUT_OF_BAND_BYTES:
         return values
     marked = [pickle.PickleBuffer(v) if len(v) >= OUT_OF_BAND_BYTES else v for v in values]

@@ -26,7 +26,7 @@ from markindex_core.index.document import build_document
 from markindex_core.index.indexer import Indexer, open_for_writing
 from markindex_core.index.workers import Job, WorkerPool, load, pack
 from markindex_core.index.writer import RunWriter
-from markindex_core.model import ParsedDocument, SkippedFile
+from markindex_core.model import DocumentRows, ParsedDocument, SkippedFile
 from markindex_core.store.db import Store
 from markindex_core.text import segment
 from markindex_core.text.tokens import LineTokens, estimate_tokens
@@ -402,7 +402,7 @@ def test_a_big_line_travels_beside_the_pickle_and_arrives_equal(
     assert isinstance(doc, ParsedDocument)
     sink = _Sink()
     workers._send(sink, pack(doc))  # type: ignore[arg-type]
-    workers._send(sink, SkippedFile("x.md", "binary"))
+    workers._send(sink, SkippedFile("x.md", "binary"))  # type: ignore[arg-type]
     parent, child = socket.socketpair()
     try:
         worker = workers._Worker(None, parent, ready=True)  # type: ignore[arg-type]
@@ -415,6 +415,7 @@ def test_a_big_line_travels_beside_the_pickle_and_arrives_equal(
         child.close()
     assert received == [doc.rows(), SkippedFile("x.md", "binary")]
     rows = received[0]
+    assert isinstance(rows, DocumentRows)
     assert {type(b) for b in rows.line_blocks} == {type(t) for t in rows.passage_terms} == {bytes}
 
 
