@@ -556,3 +556,32 @@ def test_a_permission_skip_is_retried_after_chmod(shared_dir: Path) -> None:
     report = json.loads(proc.stdout)["report"]
     assert report["skipped"] == [] and report["added"] == ["locked.md"]
     assert _indexed(db) == good | {"locked.md"}
+
+
+def test_a_document_with_a_data_uri_is_indexed_without_its_blob(tmp_path: Path) -> None:
+    """An image pasted into a document as a data URI is indexed as the text around it: none of
+    its base64 becomes search terms (5 MB of it took 11 s and 12 MB of terms), and a search for
+    the words after it finds them."""
+    import base64
+
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    blob = base64.b64encode(os.urandom(300_000)).decode()
+    (lib / "pasted.md").write_text(
+        f"# Pasted\n\nThe diagram below.\n\n![d](data:image/png;base64,{blob})\n\nquokka after\n",
+        encoding="utf-8",
+    )
+    db = tmp_path / "db" / "index.db"
+    proc = _markindex("index", str(lib), "--db", str(db), "--json")
+    assert proc.returncode == 0 and json.loads(proc.stdout)["added"] == ["pasted.md"], proc.stderr
+    found = _markindex("search", str(lib), "quokka", "--db", str(db), "--json")
+    assert found.returncode == 0 and "pasted.md" in found.stdout, found.stdout
+    store = Store(db, readonly=True)
+    try:
+        longest = store.conn.execute(
+            "CREATE VIRTUAL TABLE temp.v USING fts5vocab(main, passage_fts, row)"
+        )
+        longest = store.conn.execute("SELECT max(length(term)), count(*) FROM temp.v").fetchone()
+    finally:
+        store.close()
+    assert longest[0] < 20 and longest[1] < 30, longest  # the words around it, no base64

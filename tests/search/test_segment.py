@@ -84,3 +84,23 @@ def test_a_text_longer_than_a_piece_has_the_terms_of_the_whole() -> None:
     assert sorted(pieced) == sorted(t for t in segment.terms(text) if t != " ")
     assert pieced.count("tidb_mem_quota_query") == text.count("tidb_mem_quota_query")
     assert pieced.count("当事人") == text.count("当事人") > 0
+
+
+def test_a_blob_is_neither_indexed_nor_searched() -> None:
+    """A run of word and connector characters over BLOB_WORD_CHARS (base64, a data URI) is data:
+    split at its `+` and `/`, a 5 MB image made 12 MB of random terms and took 11 s to index.
+    Its neighbours are indexed as before, and a run of that length no longer is."""
+    import base64
+
+    from markindex_core.config import BLOB_WORD_CHARS
+
+    blob = base64.b64encode(bytes(range(256)) * 40).decode()
+    assert len(blob) > BLOB_WORD_CHARS
+    for text in (f"before ![x](data:image/png;base64,{blob}) after", f"数据 {blob} 安全 v2.1"):
+        terms = segment.terms_text(text).split()
+        assert terms == [t for t in segment.terms(text) if t != " "], text[:20]
+        assert max(map(len, terms)) < 20 and len(terms) < 10, terms
+    assert segment.terms_text(f"before {blob} after").split() == ["befor", "after"]
+    edge = "a" * BLOB_WORD_CHARS
+    assert segment.terms_text(f"{edge} {edge}b") == edge  # the limit itself is still a word
+    assert segment.word_groups(f"find {blob}") == [["find"]]
