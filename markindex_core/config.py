@@ -74,6 +74,7 @@ SEGMENT_CACHE_WORDS = 200_000  # words whose joined terms a process keeps (then 
 # characters, cut at whitespace: every word of a piece at once made ~1 GB of temporary strings.
 SEGMENT_PIECE_CHARS = 1_000_000
 FTS_OPTIMIZE_AFTER_WRITES = 8  # merge FTS segments after this many small writes (or docs/50)
+BULK_WRITE_DOCS = 200  # a run writing this many documents merges FTS segments once, at its end
 
 # Search field weights: title, keyItems, summary, body.
 WEIGHT_TITLE = 10.0

@@ -23,6 +23,7 @@ import os
 import posixpath
 import time
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -31,6 +32,7 @@ from typing import Any
 from markindex_core.config import (
     BATCH_BYTES,
     BATCH_DOCS,
+    BULK_WRITE_DOCS,
     FORMAT_VERSION,
     FTS_OPTIMIZE_AFTER_WRITES,
     GROUP_MAX_TOKENS,
@@ -401,7 +403,9 @@ class Indexer:
         threaded = limit > 1 and self.workers > 1
         sizes = {rel: files[rel].size for rel in todo}
         store = self.store
-        with RunWriter(threaded=threaded) as writer:
+        bulk = len(todo) >= BULK_WRITE_DOCS  # ends with `optimize`: no FTS merging before it
+        merging = store.bulk_writes() if bulk else nullcontext()
+        with merging, RunWriter(threaded=threaded) as writer:
             for done, result in enumerate(self._results(jobs, sizes), start=1):
                 if isinstance(result, Vanished):
                     writer.submit(store.delete_documents, [result.rel])  # forgets a recorded skip
@@ -431,7 +435,7 @@ class Indexer:
                     progress(done, len(jobs), getattr(result, "path", getattr(result, "rel", "")))
             if batch:
                 writer.submit(store.write_documents, batch)
-        self.tidy(writes=len(todo), force=len(todo) >= 200)
+        self.tidy(writes=len(todo), force=bulk)
         self.store.checkpoint()
 
     def tidy(self, *, writes: int = 0, force: bool = False) -> bool:

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from markindex_core.config import FTS_OPTIMIZE_AFTER_WRITES
+from markindex_core.index import indexer as indexer_module
 from markindex_core.index.indexer import Indexer, open_for_writing
 from markindex_core.library import Library
 from markindex_core.store.db import Store
@@ -96,3 +100,44 @@ def test_merge_steps_are_bounded_and_end_where_optimize_does(tmp_path: Path) -> 
 
 def _pending_of(store: Store) -> int:
     return int(store.get_meta("fts_pending_writes") or 0)
+
+
+FTS_DEFAULTS = {("automerge", 4), ("crisismerge", 16)}
+
+
+def _merging(store: Store) -> set[tuple[str, int]]:
+    """The merge settings of both FTS tables (equal in both: a set of one pair per setting)."""
+    return {
+        (key, store.scalar(f"SELECT v FROM {table}_config WHERE k=?", (key,)))
+        for table in ("node_fts", "passage_fts")
+        for key in ("automerge", "crisismerge")
+    }
+
+
+def test_a_bulk_build_merges_once_and_leaves_merging_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A build of many documents writes without merging FTS segments (the `optimize` that ends it
+    merges them all once), then turns FTS5's merging back on for the incremental writes after
+    it, also when the build fails on the way."""
+    store, lock = open_for_writing(tmp_path / "index.db")
+    try:
+        with pytest.raises(RuntimeError), store.bulk_writes():
+            raise RuntimeError("interrupted")
+        assert _merging(store) == FTS_DEFAULTS
+        seen: list[set[tuple[str, int]]] = []
+        write = store.write_documents
+
+        def noting_write(docs: Any) -> None:
+            seen.append(_merging(store))
+            write(docs)
+
+        monkeypatch.setattr(store, "write_documents", noting_write)
+        monkeypatch.setattr(indexer_module, "BULK_WRITE_DOCS", 2)
+        Indexer(_big_library(tmp_path), store).run()
+        assert seen and all(s == {("automerge", 0), ("crisismerge", 2000)} for s in seen)
+        assert _merging(store) == FTS_DEFAULTS
+        assert _pending_of(store) == 0  # optimized at its end
+    finally:
+        store.close()
+        lock.release()
