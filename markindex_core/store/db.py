@@ -388,6 +388,8 @@ class Store:
         self.path = db_path
         self.readonly = readonly
         self.conn = connect(db_path, readonly=readonly)
+        if not readonly:
+            self._resume_merging()
 
     def close(self) -> None:
         self.conn.close()
@@ -601,12 +603,18 @@ class Store:
 
         Automerge merges a document's terms again at each level as segments pile up, then
         `optimize` merges them all once more: without it a full build's writes take ~15% less
-        CPU and leave the same rows. Merging is back on afterwards (a process killed inside
-        leaves it off until the next bulk build ends; `optimize` still folds segments)."""
+        CPU and leave the same rows. Merging is back on afterwards, or, when the process was
+        killed inside, as soon as a writer opens the index again."""
         self._set_fts(_FTS_NO_MERGING)
         try:
             yield
         finally:
+            self._set_fts(_FTS_MERGING)
+
+    def _resume_merging(self) -> None:
+        """Merging back on when a bulk build was killed inside `bulk_writes` (a writer opens the
+        index after the one before it is gone: no build is under way)."""
+        if self.scalar("SELECT v FROM node_fts_config WHERE k='automerge'") == 0:
             self._set_fts(_FTS_MERGING)
 
     def _set_fts(self, settings: dict[str, int]) -> None:

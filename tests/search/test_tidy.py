@@ -141,3 +141,25 @@ def test_a_bulk_build_merges_once_and_leaves_merging_on(
     finally:
         store.close()
         lock.release()
+
+
+def test_merging_is_back_on_when_a_writer_opens_an_index_a_killed_build_left(
+    tmp_path: Path,
+) -> None:
+    """A bulk build killed inside `bulk_writes` leaves FTS merging off; the next writer to open
+    the index turns it back on (readers leave it alone)."""
+    store, lock = open_for_writing(tmp_path / "index.db")
+    for table in ("node_fts", "passage_fts"):  # what a build killed inside `bulk_writes` leaves
+        store.conn.execute(f"INSERT INTO {table}({table}, rank) VALUES('automerge', 0)")
+        store.conn.execute(f"INSERT INTO {table}({table}, rank) VALUES('crisismerge', 2000)")
+    store.close()
+    lock.release()
+    reader = Store(tmp_path / "index.db", readonly=True)
+    assert ("automerge", 0) in _merging(reader)
+    reader.close()
+    store, lock = open_for_writing(tmp_path / "index.db")
+    try:
+        assert _merging(store) == FTS_DEFAULTS
+    finally:
+        store.close()
+        lock.release()
