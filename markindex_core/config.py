@@ -181,6 +181,7 @@ TOOL_SUGGESTIONS_SHOWN = 3  # ready-made next calls offered (near matches, leave
 # for (difflib costs ~0.1 ms a path: 5 440 paths took half a second).
 SUGGEST_CANDIDATES = 2000
 TOOL_TERMS_SHOWN = 32  # query terms echoed by search_documents
+TOOL_NOTICE_CHARS = 1000  # a search notice (it may list indexed words, which can be 32 768 long)
 TOOL_ECHO_CHARS = 64  # unknown names (tools, fields) are echoed back at most this long
 TOOL_ERROR_DETAIL_CHARS = 300  # exception text quoted in an INTERNAL_ERROR envelope
 MCP_TOOL_THREADS = 8  # worker threads (each with its own read connection) serving tool calls

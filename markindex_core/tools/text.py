@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from markindex_core.config import (
+    TOOL_NOTICE_CHARS,
     TOOL_PAGE_CHARS,
     TOOL_SNIPPET_CHARS,
     TOOL_TERMS_SHOWN,
@@ -174,7 +175,9 @@ def search_documents(lib: IndexAccess, store: Store, args: dict[str, Any]) -> Re
     kept = pages_by_size([json_len(r) for r in results], TOOL_PAGE_CHARS)[0]
     left_out = len(results) - len(kept)
     results = results[: len(kept)]
-    notice = result.notice
+    # A fragment match names the indexed words it matched, and a word can be 32 768 characters
+    # (an inlined base64 image): notice and terms are cut like every other indexed text shown.
+    notice = preview(result.notice, TOOL_NOTICE_CHARS)
     if doc_path and args.get("folder"):  # the narrower scope wins: say so, not silently
         ignored = "`folder` was ignored: `doc_path` names one document"
         notice = f"{ignored}; {notice}" if notice else ignored
@@ -184,7 +187,7 @@ def search_documents(lib: IndexAccess, store: Store, args: dict[str, Any]) -> Re
         "mode": result.mode,
         "relaxed": result.relaxed,
         "notice": notice,
-        "terms": result.terms[:TOOL_TERMS_SHOWN],
+        "terms": [preview(t, TOOL_TITLE_PATH_CHARS) for t in result.terms[:TOOL_TERMS_SHOWN]],
         "count": len(results),
         "results": results,
     }
@@ -202,7 +205,7 @@ def search_documents(lib: IndexAccess, store: Store, args: dict[str, Any]) -> Re
         "whole section) and cite [doc_path, Lx-y] from the lines you read"
     )
     if result.relaxed:
-        message = result.notice + ". " + message
+        message = preview(result.notice, TOOL_NOTICE_CHARS) + ". " + message
     if left_out:
         message += f"; {left_out} more results did not fit this answer: narrow the scope for them"
     return data, steps(

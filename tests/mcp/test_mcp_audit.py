@@ -1,0 +1,79 @@
+"""An adversarial client: a real `mcp` ClientSession talking to `markindex mcp` over stdio, with
+documents and arguments chosen to break the contract (sizes, echoes, escapes, path checks)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+from mcp import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+
+from markindex_core.config import RESPONSE_CHAR_BUDGET
+from tests.mcp.helpers import envelope, server_command
+from tests.paths import REPO
+
+
+def indexed(root: Path, db: Path, files: dict[str, str]) -> None:
+    """Write `files` under `root` and index them into `db` with the real command."""
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, "-m", "markindex_core", "index", str(root), "--db", str(db)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+    )
+    assert done.returncode == 0, done.stderr
+
+
+@asynccontextmanager
+async def session(root: Path, db: Path, errlog: Path) -> AsyncIterator[ClientSession]:
+    """An initialized ClientSession on a server process; its stderr goes to `errlog`."""
+    command, args = server_command(root, db)
+    params = StdioServerParameters(
+        command=command, args=args, cwd=str(REPO), env={**os.environ, "PYTHONPATH": str(REPO)}
+    )
+    with errlog.open("w", encoding="utf-8") as err:
+        async with (
+            stdio_client(params, errlog=err) as (read, write),
+            ClientSession(read, write, read_timeout_seconds=60) as client,
+        ):
+            await client.initialize()
+            yield client
+
+
+async def call(client: ClientSession, name: str, args: dict[str, Any]) -> dict[str, Any]:
+    """One tool call: the envelope, checked for shape, size and its `isError` flag."""
+    result = await client.call_tool(name, args)
+    text = result.content[0].text  # type: ignore[union-attr]
+    env = envelope(text)
+    assert env["success"] is (not result.is_error)
+    return env
+
+
+async def test_a_fragment_of_a_huge_word_keeps_the_search_answer_bounded(tmp_path: Path) -> None:
+    """A base64 image inlined in a document is one indexed word of 32 768 characters. A query
+    that matched only a fragment of it put that word whole into `notice` and `terms`: the answer
+    passed the response budget and came back as RESPONSE_TOO_LARGE instead of the hit."""
+    blob = "iVBORw0KGgo" + "QUJDRA" * 10_000
+    files = {"img.md": f"# Image\n\n![logo](data:image/png;base64,{blob})\n\nA caption.\n"}
+    root, db = tmp_path / "lib", tmp_path / "index.db"
+    indexed(root, db, files)
+    with anyio.fail_after(60):
+        async with session(root, db, tmp_path / "stderr.log") as client:
+            env = await call(client, "search_documents", {"query": "QUJDRAQUJD"})
+    assert env["success"], env["error"]
+    data = env["data"]
+    assert data["mode"] == "substring" and data["results"][0]["citation"] == "[img.md, L3-3]"
+    assert len(json.dumps(env, ensure_ascii=False)) < RESPONSE_CHAR_BUDGET // 4
