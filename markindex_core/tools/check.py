@@ -91,11 +91,19 @@ def _check_string(schema: dict[str, Any], value: str, where: str) -> None:
         node_id(value, where)
 
 
+def _shown(value: int) -> str:
+    """An integer as an error quotes it. JSON numbers have no size limit: one of thousands of
+    digits is not echoed back (nor written out: Python refuses past 4 300 digits)."""
+    if value.bit_length() <= 64:
+        return str(value)
+    return "a negative number too large to show" if value < 0 else "a number too large to show"
+
+
 def _check_integer(schema: dict[str, Any], value: int, where: str) -> None:
     lo, hi = schema.get("minimum"), schema.get("maximum")
     if (lo is not None and value < lo) or (hi is not None and value > hi):
         raise BadInput(
-            f"`{where}` must be between {lo} and {hi}, got {value}",
+            f"`{where}` must be between {lo} and {hi}, got {_shown(value)}",
             where,
             minimum=lo,
             maximum=hi,

@@ -17,6 +17,7 @@ from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from markindex_core.config import RESPONSE_CHAR_BUDGET
+from markindex_core.library import Library
 from tests.mcp.helpers import envelope, server_command
 from tests.paths import REPO
 
@@ -77,3 +78,22 @@ async def test_a_fragment_of_a_huge_word_keeps_the_search_answer_bounded(tmp_pat
     data = env["data"]
     assert data["mode"] == "substring" and data["results"][0]["citation"] == "[img.md, L3-3]"
     assert len(json.dumps(env, ensure_ascii=False)) < RESPONSE_CHAR_BUDGET // 4
+
+
+async def test_a_huge_integer_argument_is_refused_without_being_echoed(tmp_path: Path) -> None:
+    """JSON numbers have no size limit: `part` with 4 000 digits was quoted whole in the error
+    (a 4 200-character message), and from Python 10**5000 could not even be written out (the
+    int-to-str limit): an INTERNAL_ERROR with a traceback on stderr."""
+    root, db = tmp_path / "lib", tmp_path / "index.db"
+    indexed(root, db, {"a.md": "# A\n\ntext\n"})
+    with anyio.fail_after(60):
+        async with session(root, db, tmp_path / "stderr.log") as client:
+            for args in ({"part": 10**4000}, {"part": -(10**4000)}, {"part": 10**20}):
+                env = await call(client, "browse_documents", args)
+                assert env["code"] == "INVALID_INPUT" and len(env["error"]) < 200, env["error"]
+    lib = Library(root, db)
+    env = json.loads(
+        lib.call_tool("get_document_structure", {"doc_path": "a.md", "depth": 10**5000})
+    )
+    assert env["code"] == "INVALID_INPUT" and len(env["error"]) < 200, env["error"]
+    lib.close()
