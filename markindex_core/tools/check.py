@@ -179,7 +179,7 @@ def validate(schema: dict[str, Any], args: Any) -> dict[str, Any]:
 
 # ----- library paths -----------------------------------------------------------------------------
 _DRIVE = re.compile(r"^[A-Za-z]:")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")  # C0, DEL and C1, as the scanner refuses in names
 
 
 def library_path(value: str, field: str, *, folder: bool = False) -> str:

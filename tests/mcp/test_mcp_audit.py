@@ -97,3 +97,24 @@ async def test_a_huge_integer_argument_is_refused_without_being_echoed(tmp_path:
     )
     assert env["code"] == "INVALID_INPUT" and len(env["error"]) < 200, env["error"]
     lib.close()
+
+
+async def test_c1_control_characters_in_a_path_are_invalid_input(tmp_path: Path) -> None:
+    """The README promises control characters in a path are INVALID_INPUT, and the scanner
+    skips names holding C1 controls (U+0080-U+009F); the tools checked only C0 and DEL, so
+    `a.md` + NEL (U+0085) or CSI (U+009B) came back as NOT_FOUND, suggestions and all."""
+    root, db = tmp_path / "lib", tmp_path / "index.db"
+    indexed(root, db, {"a.md": "# A\n\ntext\n"})
+    calls = [
+        ("get_document", {"doc_path": "a.md\x85"}),
+        ("get_document_structure", {"doc_path": "\x9ba.md"}),
+        ("browse_documents", {"folder": "docs\x9b31m"}),
+        ("search_documents", {"query": "text", "doc_path": "a.md\x80"}),
+        ("search_documents", {"query": "text", "folder": "\x9f"}),
+    ]
+    with anyio.fail_after(60):
+        async with session(root, db, tmp_path / "stderr.log") as client:
+            for name, args in calls:
+                env = await call(client, name, args)
+                assert env["code"] == "INVALID_INPUT", (name, args, env)
+                assert "control characters" in env["error"]
