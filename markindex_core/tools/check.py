@@ -14,7 +14,7 @@ from typing import Any
 from markindex_core.config import MAX_STRING_ARG, TOOL_ECHO_CHARS
 from markindex_core.errors import MarkindexError
 from markindex_core.store.db import clean_relative
-from markindex_core.text.safe import utf8_encodable
+from markindex_core.text.safe import printable, utf8_encodable
 
 
 class BadInput(MarkindexError):
@@ -159,7 +159,7 @@ def validate(schema: dict[str, Any], args: Any) -> dict[str, Any]:
         unknown = sorted(str(k)[:TOOL_ECHO_CHARS] for k in args if k not in props)
         if unknown:
             raise BadInput(
-                f"unknown field(s): {', '.join(unknown)}",
+                f"unknown field(s): {', '.join(printable(u) for u in unknown)}",
                 unknown[0],
                 unknown=unknown,
                 allowed=sorted(props),

@@ -118,3 +118,17 @@ async def test_c1_control_characters_in_a_path_are_invalid_input(tmp_path: Path)
                 env = await call(client, name, args)
                 assert env["code"] == "INVALID_INPUT", (name, args, env)
                 assert "control characters" in env["error"]
+
+
+async def test_an_unknown_field_name_is_quoted_with_its_controls_escaped(tmp_path: Path) -> None:
+    """Error messages are what a person reads; every other echo of the caller's text (a path,
+    a tool name) is escaped, but unknown field names went in raw: ESC sequences and a bidi
+    override (U+202E) reached whoever reads the error."""
+    root, db = tmp_path / "lib", tmp_path / "index.db"
+    indexed(root, db, {"a.md": "# A\n\ntext\n"})
+    with anyio.fail_after(60):
+        async with session(root, db, tmp_path / "stderr.log") as client:
+            env = await call(client, "browse_documents", {"\x1b]52;c;eA==\x07\u202eevil": 1})
+    assert env["code"] == "INVALID_INPUT"
+    assert env["error"] == "unknown field(s): \\x1b]52;c;eA==\\x07\\u202eevil", env["error"]
+    assert env["details"]["unknown"] == ["\x1b]52;c;eA==\x07\u202eevil"]  # data stays as sent
