@@ -9,6 +9,8 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+import xxhash
+
 from markindex_core.config import TOOL_SUGGESTIONS_SHOWN
 from markindex_core.store.suggest import candidate_paths, similar_paths
 from markindex_core.tools.check import ToolFailure, library_path, steps
@@ -17,7 +19,7 @@ if TYPE_CHECKING:
     from markindex_core.store.db import Store
 
 Result = tuple[dict[str, Any], dict[str, Any]]
-VERSION_CHARS = 16  # of a document's content hash: its version in paged answers
+VERSION_CHARS = 16  # of a document's version in paged answers (see `document_version`)
 
 _NEEDS_ESCAPE = re.compile(r'["\\\x00-\x1f\x7f\u2028\u2029]')
 
@@ -56,13 +58,26 @@ def pick_part(pages: list[range], part: int, what: str, again: tuple[str, dict[s
     return pages[part - 1]
 
 
+def document_version(doc: dict[str, Any], nodes: list[dict[str, Any]]) -> str:
+    """A hash of the document's text and of its indexed outline (node ids and line ranges).
+    The text alone is not enough: a re-index with other settings (`--no-setext`) keeps the text
+    and changes the sections, and so the entries and lines each part holds."""
+    outline = ";".join(
+        f"{n['node_id']}:{n['start_line']}:{n['end_line']}:{n['subtree_end']}" for n in nodes
+    )
+    return xxhash.xxh3_64_hexdigest(f"{doc['hash']};{outline}".encode())[:VERSION_CHARS]
+
+
 def same_version(
-    doc: dict[str, Any], args: dict[str, Any], again: tuple[str, dict[str, Any]]
+    doc: dict[str, Any],
+    nodes: list[dict[str, Any]],
+    args: dict[str, Any],
+    again: tuple[str, dict[str, Any]],
 ) -> str:
-    """The document's version (its content hash, cut short), after refusing a `version` from an
+    """The document's version (`document_version`), after refusing a `version` from an
     earlier part that no longer matches: the lines of that part and of the one asked for would
     come from two versions of the document, and lines could be skipped or read twice."""
-    current = str(doc["hash"])[:VERSION_CHARS]
+    current = document_version(doc, nodes)
     given = args.get("version")
     if given is not None and given != current:
         tool, call = again

@@ -258,7 +258,7 @@ def get_document_structure(lib: IndexAccess, store: Store, args: dict[str, Any])
     pages = pages_by_size([json_len(e) + 1 for e in flat], TOOL_PAGE_CHARS)
     part = args["part"]
     again = ("get_document_structure", {"doc_path": path, "node_id": root, "depth": args["depth"]})
-    version = same_version(doc, args, again)
+    version = same_version(doc, nodes, args, again)
     page = pick_part(pages, part, f"the outline of {path}", again)
     shown = [flat[i] for i in page]
     data = {

@@ -85,7 +85,7 @@ def get_node_content(lib: IndexAccess, store: Store, args: dict[str, Any]) -> Re
     pages = pages_by_size(sizes, TOOL_PAGE_CHARS)
     part = args["part"]
     again = ("get_node_content", {"doc_path": path, "node_ids": wanted, "subtree": subtree})
-    version = same_version(doc, args, again)
+    version = same_version(doc, nodes, args, again)
     page = pick_part(pages, part, "this content", again)
     out: list[dict[str, Any]] = []
     by_block: dict[int, list[tuple[int, str]]] = {}

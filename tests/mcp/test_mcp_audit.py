@@ -22,14 +22,14 @@ from tests.mcp.helpers import envelope, server_command
 from tests.paths import REPO
 
 
-def indexed(root: Path, db: Path, files: dict[str, str]) -> None:
+def indexed(root: Path, db: Path, files: dict[str, str], *options: str) -> None:
     """Write `files` under `root` and index them into `db` with the real command."""
     for rel, text in files.items():
         path = root / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
     done = subprocess.run(
-        [sys.executable, "-m", "markindex_core", "index", str(root), "--db", str(db)],
+        [sys.executable, "-m", "markindex_core", "index", str(root), "--db", str(db), *options],
         capture_output=True,
         text=True,
         timeout=120,
@@ -132,3 +132,31 @@ async def test_an_unknown_field_name_is_quoted_with_its_controls_escaped(tmp_pat
     assert env["code"] == "INVALID_INPUT"
     assert env["error"] == "unknown field(s): \\x1b]52;c;eA==\\x07\\u202eevil", env["error"]
     assert env["details"]["unknown"] == ["\x1b]52;c;eA==\x07\u202eevil"]  # data stays as sent
+
+
+async def test_a_later_part_after_a_reindex_with_other_settings_is_refused(
+    tmp_path: Path,
+) -> None:
+    """`version` was the document's content hash alone; `markindex index --no-setext` keeps the
+    text and drops the setext sections, so part 2 of the new outline was served under the old
+    version: 140 sections between part 1's end and part 2's start were skipped without a word."""
+    body = "".join(
+        f"## ATX heading {k} {'padding words ' * 6}\n\ntext {k}\n\n"
+        f"Setext heading {k} {'padding words ' * 6}\n----------\n\nmore {k}\n\n"
+        for k in range(700)
+    )
+    root, db = tmp_path / "lib", tmp_path / "index.db"
+    indexed(root, db, {"doc.md": f"# Top\n\n{body}"})
+    args: dict[str, Any] = {"doc_path": "doc.md", "depth": 32}
+    with anyio.fail_after(120):
+        async with session(root, db, tmp_path / "stderr.log") as client:
+            first = await call(client, "get_document_structure", args)
+            assert first["data"]["parts"] > 2
+            (next_part,) = [c for c in first["next_steps"]["calls"] if "part" in c["arguments"]]
+            indexed(root, db, {}, "--no-setext")  # the same text, other settings
+            env = await call(client, "get_document_structure", next_part["arguments"])
+            assert env.get("code") == "DOCUMENT_CHANGED", "a part of another outline was served"
+            again = await call(
+                client, "get_document_structure", env["next_steps"]["calls"][0]["arguments"]
+            )
+            assert again["data"]["entries_total"] < first["data"]["entries_total"]
