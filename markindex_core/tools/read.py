@@ -118,6 +118,21 @@ def _front_matter_keys(front: Any) -> tuple[dict[str, list[str]] | None, str]:
     return {"keys": keys}, note
 
 
+def _fit_lists(data: dict[str, Any]) -> bool:
+    """Drop the last entries of the section and link lists, in turn, until the answer fits one
+    page: get_document has no parts, and 100 long titles, 100 long link targets and 100 backlinks
+    beside large front matter overflow it. True when an entry was dropped."""
+    lists = [data["top_level_nodes"], data["links"]["outgoing"], data["links"]["backlinks"]]
+    excess = json_len(data) - TOOL_PAGE_CHARS
+    cut = False
+    while excess > 0 and any(lists):
+        for entries in lists:
+            if entries and excess > 0:
+                excess -= json_len(entries.pop()) + 1
+                cut = True
+    return cut
+
+
 def get_document(lib: IndexAccess, store: Store, args: dict[str, Any]) -> Result:
     doc = find_document(store, args["doc_path"])
     path = doc["path"]
@@ -176,13 +191,16 @@ def get_document(lib: IndexAccess, store: Store, args: dict[str, Any]) -> Result
     }
     if front_note:
         data["front_matter_note"] = front_note
+    cut = _fit_lists(data)
     if (
-        len(outgoing) > DOC_LINKS_SHOWN
+        cut
+        or len(outgoing) > DOC_LINKS_SHOWN
         or len(backlinks) > DOC_LINKS_SHOWN
         or len(top) > DOC_LINKS_SHOWN
     ):
         data["lists_note"] = (
-            f"lists show at most {DOC_LINKS_SHOWN} entries; the *_total fields count all"
+            f"lists show at most {DOC_LINKS_SHOWN} entries (fewer when they would not fit one "
+            "answer); the *_total fields count all, get_document_structure lists every section"
         )
     if big:
         return data, steps(

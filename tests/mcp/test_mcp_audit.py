@@ -160,3 +160,34 @@ async def test_a_later_part_after_a_reindex_with_other_settings_is_refused(
                 client, "get_document_structure", env["next_steps"]["calls"][0]["arguments"]
             )
             assert again["data"]["entries_total"] < first["data"]["entries_total"]
+
+
+async def test_get_document_fits_its_lists_into_one_answer(tmp_path: Path) -> None:
+    """get_document has no parts: it lists up to 100 top-level sections, outgoing links and
+    backlinks each. A generated reference page (large front matter, 100 long headings, 100 links
+    to long-named pages that link back) came to 121 924 characters: RESPONSE_TOO_LARGE, so the
+    document could not even be described."""
+
+    def page(i: int) -> str:
+        return f"reference/{'generated-api-reference-page-name-' * 5}{i:03d}.md"
+
+    front = "".join(f"key{i}: {'v' * 180}\n" for i in range(100))
+    sections = "".join(
+        f"# Heading {i} {'with a rather long descriptive title ' * 9}\n\n"
+        f"See [page {i}](../{page(i)}#{'anchor-' * 10}).\n\n"
+        for i in range(100)
+    )
+    files = {"guide/target.md": f"---\n{front}---\n{sections}"}
+    back = f"# Page\n\nback to [guide](../guide/target.md#{'heading-' * 12})\n"
+    files.update({page(i): back for i in range(100)})
+    root, db = tmp_path / "lib", tmp_path / "index.db"
+    indexed(root, db, files)
+    with anyio.fail_after(60):
+        async with session(root, db, tmp_path / "stderr.log") as client:
+            env = await call(client, "get_document", {"doc_path": "guide/target.md"})
+    assert env["success"], env["error"]
+    data = env["data"]
+    links = data["links"]
+    assert links["outgoing_total"] == links["backlinks_total"] == 100
+    shown = len(data["top_level_nodes"]) + len(links["outgoing"]) + len(links["backlinks"])
+    assert 0 < shown < 300 and "fit" in data["lists_note"]
