@@ -183,6 +183,7 @@ SUGGEST_CANDIDATES = 2000
 TOOL_TERMS_SHOWN = 32  # query terms echoed by search_documents
 TOOL_NOTICE_CHARS = 1000  # a search notice (it may list indexed words, which can be 32 768 long)
 TOOL_ECHO_CHARS = 64  # unknown names (tools, fields) are echoed back at most this long
+TOOL_UNKNOWN_FIELDS_SHOWN = 10  # unknown fields named in an INVALID_INPUT error (and counted)
 TOOL_ERROR_DETAIL_CHARS = 300  # exception text quoted in an INTERNAL_ERROR envelope
 MCP_TOOL_THREADS = 8  # worker threads (each with its own read connection) serving tool calls
 MCP_BACKGROUND_GRACE_SECONDS = 2.0  # background jobs wait for the first answer at most this long

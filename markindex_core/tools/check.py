@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from markindex_core.config import MAX_STRING_ARG, TOOL_ECHO_CHARS
+from markindex_core.config import MAX_STRING_ARG, TOOL_ECHO_CHARS, TOOL_UNKNOWN_FIELDS_SHOWN
 from markindex_core.errors import MarkindexError
 from markindex_core.store.db import clean_relative
 from markindex_core.text.safe import printable, utf8_encodable
@@ -144,6 +144,22 @@ def _check_value(schema: dict[str, Any], value: Any, where: str) -> Any:
     return value
 
 
+def _unknown_fields(unknown: list[str], allowed: list[str]) -> BadInput:
+    """The error for fields the schema does not know: the first few named (an object can hold
+    any number of them, and the error must stay small), with their count."""
+    shown = unknown[:TOOL_UNKNOWN_FIELDS_SHOWN]
+    names = ", ".join(printable(u) for u in shown)
+    if len(unknown) > len(shown):
+        names += f", … ({len(unknown)} in all)"
+    return BadInput(
+        f"unknown field(s): {names}",
+        unknown[0],
+        unknown=shown,
+        unknown_total=len(unknown),
+        allowed=allowed,
+    )
+
+
 def validate(schema: dict[str, Any], args: Any) -> dict[str, Any]:
     """Check `args` against an object schema; return a copy with defaults filled in.
 
@@ -158,12 +174,7 @@ def validate(schema: dict[str, Any], args: Any) -> dict[str, Any]:
     if schema.get("additionalProperties") is False:
         unknown = sorted(str(k)[:TOOL_ECHO_CHARS] for k in args if k not in props)
         if unknown:
-            raise BadInput(
-                f"unknown field(s): {', '.join(printable(u) for u in unknown)}",
-                unknown[0],
-                unknown=unknown,
-                allowed=sorted(props),
-            )
+            raise _unknown_fields(unknown, sorted(props))
     missing = [k for k in schema.get("required", []) if k not in args]
     if missing:
         raise BadInput(f"missing required field(s): {', '.join(missing)}", missing[0])

@@ -191,3 +191,18 @@ async def test_get_document_fits_its_lists_into_one_answer(tmp_path: Path) -> No
     assert links["outgoing_total"] == links["backlinks_total"] == 100
     shown = len(data["top_level_nodes"]) + len(links["outgoing"]) + len(links["backlinks"])
     assert 0 < shown < 300 and "fit" in data["lists_note"]
+
+
+async def test_many_unknown_fields_give_a_bounded_error(tmp_path: Path) -> None:
+    """Each unknown field name was cut to 64 characters, but all of them were listed, twice
+    (message and details): 300 000 of them made a 5.4 MB error envelope."""
+    root, db = tmp_path / "lib", tmp_path / "index.db"
+    indexed(root, db, {"a.md": "# A\n\ntext\n"})
+    args = {f"field_{i:06d}": i for i in range(100_000)}
+    with anyio.fail_after(60):
+        async with session(root, db, tmp_path / "stderr.log") as client:
+            env = await call(client, "search_documents", {"query": "text", **args})
+    assert env["code"] == "INVALID_INPUT"
+    assert len(json.dumps(env)) < 2_000, len(json.dumps(env))
+    assert env["details"]["unknown_total"] == 100_000
+    assert env["details"]["unknown"][0] == "field_000000" and "100000" in env["error"]
