@@ -127,6 +127,8 @@ _MISTYPED_CALL: ContextVar[tuple[Any, Any] | None] = ContextVar("markindex_call"
 
 async def _mistyped_calls(ctx: Any, call_next: Any) -> Any:
     params = ctx.params
+    if ctx.method == "tools/call" and params is None:
+        params = {}  # left out or null: a call without a name, as `params: {}` is
     if ctx.method != "tools/call" or not isinstance(params, Mapping):
         return await call_next(ctx)
     name, arguments = params.get("name"), params.get("arguments")

@@ -217,6 +217,21 @@ def test_mistyped_tool_calls_get_invalid_input_envelopes(indexed_sample: Library
         assert wire.close() == 0
 
 
+def test_a_tool_call_without_params_gets_an_envelope(indexed_sample: Library) -> None:
+    """`params` left out or null is a call without a name, like `params: {}`: that one got the
+    UNKNOWN_TOOL envelope, these the SDK's bare "Invalid request parameters" (data "")."""
+    with Wire(indexed_sample) as wire:
+        wire.initialize()
+        for rid, params in ((2, b""), (3, b', "params": null')):
+            wire.send(b'{"jsonrpc": "2.0", "id": %d, "method": "tools/call"%s}' % (rid, params))
+            reply = wire.reply()
+            assert reply["id"] == rid and "result" in reply, reply
+            env = json.loads(reply["result"]["content"][0]["text"])
+            assert reply["result"]["isError"] is True and env["code"] == "UNKNOWN_TOOL", env
+            assert "got null" in env["error"]
+        assert wire.close() == 0
+
+
 def test_a_request_with_an_id_of_the_wrong_type_is_answered(indexed_sample: Library) -> None:
     """The SDK reads `"id": 1.5` (or true, null) as a notification: its client waited for ever."""
     with Wire(indexed_sample) as wire:
