@@ -14,7 +14,7 @@ from typing import Any
 from markindex_core.config import MAX_STRING_ARG, TOOL_ECHO_CHARS, TOOL_UNKNOWN_FIELDS_SHOWN
 from markindex_core.errors import MarkindexError
 from markindex_core.store.db import clean_relative
-from markindex_core.text.safe import printable, utf8_encodable
+from markindex_core.text.safe import utf8_encodable
 
 
 class BadInput(MarkindexError):
@@ -148,7 +148,7 @@ def _unknown_fields(unknown: list[str], allowed: list[str]) -> BadInput:
     """The error for fields the schema does not know: the first few named (an object can hold
     any number of them, and the error must stay small), with their count."""
     shown = unknown[:TOOL_UNKNOWN_FIELDS_SHOWN]
-    names = ", ".join(printable(u) for u in shown)
+    names = ", ".join(shown)
     if len(unknown) > len(shown):
         names += f", … ({len(unknown)} in all)"
     return BadInput(

@@ -41,6 +41,7 @@ from markindex_core.index.drift import cited_drift_warning
 from markindex_core.store.db import held_by_other_library
 from markindex_core.store.files import DAMAGE_ERRORS, damage_detail
 from markindex_core.store.lock import lock_path_for, writer_active
+from markindex_core.text.safe import printable
 from markindex_core.tools.check import BadInput, ToolFailure, describe, steps, validate
 from markindex_core.tools.read import browse_documents, get_document, get_document_structure
 from markindex_core.tools.text import get_node_content, search_documents
@@ -268,10 +269,12 @@ def _dump(envelope: dict[str, Any]) -> str:
 
 
 def _failure(code: str, message: str, details: dict[str, Any], next_steps: dict[str, Any]) -> str:
+    """An error envelope. Its message is read by people: the control and bidi characters of a
+    name quoted in it (a file name may hold U+202E) are shown as escapes; details keep them."""
     return _dump(
         {
             "success": False,
-            "error": message,
+            "error": printable(message),
             "code": code,
             "details": details,
             "next_steps": next_steps or steps("fix the call and try again"),

@@ -206,3 +206,19 @@ async def test_many_unknown_fields_give_a_bounded_error(tmp_path: Path) -> None:
     assert len(json.dumps(env)) < 2_000, len(json.dumps(env))
     assert env["details"]["unknown_total"] == 100_000
     assert env["details"]["unknown"][0] == "field_000000" and "100000" in env["error"]
+
+
+async def test_error_messages_escape_bidi_controls_of_indexed_paths(tmp_path: Path) -> None:
+    """A file name may hold a bidi override (the scanner refuses only C0 and C1 controls), and
+    some errors named the document raw: `unknown node id(s) in <U+202E>gpj.md` reads reversed.
+    Errors that quote what the caller sent were escaped already (repr)."""
+    name = "invoice-\u202egpj.md"
+    root, db = tmp_path / "lib", tmp_path / "index.db"
+    indexed(root, db, {name: "# Invoice\n\ntext\n"})
+    with anyio.fail_after(60):
+        async with session(root, db, tmp_path / "stderr.log") as client:
+            env = await call(client, "get_node_content", {"doc_path": name, "node_ids": ["0" * 12]})
+            structure = await call(client, "get_document_structure", {"doc_path": name, "part": 9})
+    assert env["code"] == "NODE_NOT_FOUND" and "invoice-\\u202egpj.md" in env["error"], env
+    assert env["details"]["doc_path"] == name  # data stays as indexed
+    assert structure["code"] == "OUT_OF_RANGE" and "\u202e" not in structure["error"]
