@@ -254,8 +254,13 @@ class ToolFailure(MarkindexError):
 
 
 def steps(message: str, *calls: tuple[str, dict[str, Any]]) -> dict[str, Any]:
-    """The `next_steps` object: what to do next, in words and as ready-made calls."""
+    """The `next_steps` object: what to do next, in words and as ready-made calls. Arguments
+    that are null are left out: the published schemas have no null (see `public_schema`), and
+    a missing optional argument means the same."""
     out: dict[str, Any] = {"message": message}
     if calls:
-        out["calls"] = [{"tool": name, "arguments": args} for name, args in calls]
+        out["calls"] = [
+            {"tool": name, "arguments": {k: v for k, v in args.items() if v is not None}}
+            for name, args in calls
+        ]
     return out

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import jsonschema
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
@@ -222,3 +223,25 @@ async def test_error_messages_escape_bidi_controls_of_indexed_paths(tmp_path: Pa
     assert env["code"] == "NODE_NOT_FOUND" and "invoice-\\u202egpj.md" in env["error"], env
     assert env["details"]["doc_path"] == name  # data stays as indexed
     assert structure["code"] == "OUT_OF_RANGE" and "\u202e" not in structure["error"]
+
+
+async def test_every_suggested_call_fits_the_published_schema(tmp_path: Path) -> None:
+    """next_steps offers ready-made calls; the published schemas leave `null` out (single-type
+    dialects refuse it), but the next-part call of an outline passed `"node_id": null`: a host
+    that checks arguments against the schema refused the very call the server suggested."""
+    body = "".join(f"## Section {k} {'padding words ' * 8}\n\ntext {k}\n\n" for k in range(1500))
+    root, db = tmp_path / "lib", tmp_path / "index.db"
+    indexed(root, db, {"doc.md": f"# Top\n\n{body}"})
+    with anyio.fail_after(60):
+        async with session(root, db, tmp_path / "stderr.log") as client:
+            schemas = {t.name: t.input_schema for t in (await client.list_tools()).tools}
+            answers = [
+                await call(client, "get_document_structure", {"doc_path": "doc.md", "depth": 3}),
+                await call(client, "get_document_structure", {"doc_path": "doc.md", "part": 99}),
+                await call(client, "get_document", {"doc_path": "doc.md"}),
+                await call(client, "search_documents", {"query": "padding"}),
+            ]
+    suggested = [c for env in answers for c in env["next_steps"].get("calls", [])]
+    assert len(suggested) >= 4
+    for suggestion in suggested:
+        jsonschema.validate(suggestion["arguments"], schemas[suggestion["tool"]])
