@@ -381,6 +381,38 @@ def _parses(line: str) -> bool:
     return True
 
 
+_CAPPED_DIGITS = 400  # an integer longer than this is out of every range a tool accepts
+
+
+def _capped_int(digits: str) -> int:
+    if len(digits.lstrip("-")) <= _CAPPED_DIGITS:
+        return int(digits)
+    return -(10**100) if digits.startswith("-") else 10**100
+
+
+def _capped_numbers(line: str) -> str | None:
+    """The line with its integers of more than 400 digits written as ±10**100; None when it is
+    no JSON. JSON integers have no size limit, but the SDK's parser refuses one past 4 300
+    digits ("number out of range"): such a valid request got a Parse error. Capped, it gets the
+    envelope any out-of-range argument gets."""
+    try:
+        message = json.loads(line, parse_int=_capped_int)
+    except (ValueError, RecursionError):
+        return None
+    return json.dumps(message, ensure_ascii=False)
+
+
+def _readable(line: str) -> tuple[str, Refusal | None]:
+    """The line as the SDK gets it (its huge integers capped when only they are in the way),
+    and why it is refused, if it is."""
+    problem = refusal(line)
+    if problem is not None and problem.code == types.PARSE_ERROR:
+        capped = _capped_numbers(line)
+        if capped is not None and refusal(capped) is None:
+            return capped, None
+    return line, problem
+
+
 class CheckedLines:
     """The stdin lines handed to the SDK's reader, minus those it could not read: each of those
     is logged on stderr and answered with a JSON-RPC error when its id is known."""
@@ -404,7 +436,7 @@ class CheckedLines:
             if not line.strip():
                 continue
             self.lines += 1
-            problem = refusal(line)
+            line, problem = _readable(line)
             if problem is None and not self._initialized:
                 problem = self._before_initialize(line)
             if problem is None:

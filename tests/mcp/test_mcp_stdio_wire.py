@@ -232,6 +232,25 @@ def test_a_tool_call_without_params_gets_an_envelope(indexed_sample: Library) ->
         assert wire.close() == 0
 
 
+def test_an_integer_too_long_for_the_sdk_gets_an_envelope(indexed_sample: Library) -> None:
+    """JSON integers have no size limit, but the SDK's parser refuses one past 4 300 digits
+    ("number out of range"): a `part` of 5 000 digits got a -32700 Parse error, though the line
+    is valid JSON, where a `part` of 4 000 digits gets the INVALID_INPUT envelope."""
+    with Wire(indexed_sample) as wire:
+        wire.initialize()
+        for rid, digits in ((2, "9" * 5000), (3, "-" + "9" * 5000)):
+            arguments = '{"folder": "", "part": ' + digits + "}"
+            wire.send(
+                b'{"jsonrpc": "2.0", "id": %d, "method": "tools/call", "params": {"name": '
+                b'"browse_documents", "arguments": %s}}' % (rid, arguments.encode())
+            )
+            reply = wire.reply()
+            assert reply["id"] == rid and "result" in reply, reply
+            env = json.loads(reply["result"]["content"][0]["text"])
+            assert env["code"] == "INVALID_INPUT" and "too large to show" in env["error"], env
+        assert wire.close() == 0
+
+
 def test_a_request_with_an_id_of_the_wrong_type_is_answered(indexed_sample: Library) -> None:
     """The SDK reads `"id": 1.5` (or true, null) as a notification: its client waited for ever."""
     with Wire(indexed_sample) as wire:
