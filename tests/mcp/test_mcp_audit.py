@@ -17,7 +17,7 @@ import jsonschema
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from markindex_core.config import RESPONSE_CHAR_BUDGET
+from markindex_core.config import BLOB_WORD_CHARS, RESPONSE_CHAR_BUDGET
 from markindex_core.library import Library
 from tests.mcp.helpers import envelope, server_command
 from tests.paths import REPO
@@ -65,11 +65,17 @@ async def call(client: ClientSession, name: str, args: dict[str, Any]) -> dict[s
 
 
 async def test_a_fragment_of_a_huge_word_keeps_the_search_answer_bounded(tmp_path: Path) -> None:
-    """A base64 image inlined in a document is one indexed word of 32 768 characters. A query
-    that matched only a fragment of it put that word whole into `notice` and `terms`: the answer
-    passed the response budget and came back as RESPONSE_TOO_LARGE instead of the hit."""
+    """A query that matched only a fragment of a long indexed word put that word whole into
+    `notice` and `terms`: with a 32 768-character word (an inlined base64 image, indexed then)
+    the answer passed the response budget and came back as RESPONSE_TOO_LARGE instead of the
+    hit. Such a blob is no longer indexed at all; a word at the longest a word may be still
+    matches by its fragment, and the answer stays small."""
+    word = "iVBORw0KGgo" + "QUJDRA" * ((BLOB_WORD_CHARS - 11) // 6)
     blob = "iVBORw0KGgo" + "QUJDRA" * 10_000
-    files = {"img.md": f"# Image\n\n![logo](data:image/png;base64,{blob})\n\nA caption.\n"}
+    files = {
+        "img.md": f"# Image\n\n![logo](data:image/png;base64,{blob})\n\nA caption.\n",
+        "key.md": f"# Key\n\nThe key:\n\n{word}\n",
+    }
     root, db = tmp_path / "lib", tmp_path / "index.db"
     indexed(root, db, files)
     with anyio.fail_after(60):
@@ -77,7 +83,8 @@ async def test_a_fragment_of_a_huge_word_keeps_the_search_answer_bounded(tmp_pat
             env = await call(client, "search_documents", {"query": "QUJDRAQUJD"})
     assert env["success"], env["error"]
     data = env["data"]
-    assert data["mode"] == "substring" and data["results"][0]["citation"] == "[img.md, L3-3]"
+    assert data["mode"] == "substring", data
+    assert [r["doc_path"] for r in data["results"]] == ["key.md"], data  # not the blob's
     assert len(json.dumps(env, ensure_ascii=False)) < RESPONSE_CHAR_BUDGET // 4
 
 
