@@ -69,6 +69,7 @@ from markindex_core.index.writer import RunWriter
 from markindex_core.model import DocumentRows, ParsedDocument, SkippedFile
 from markindex_core.store import runs
 from markindex_core.store.db import DocState, Store
+from markindex_core.store.files import out_of_descriptors
 from markindex_core.store.lock import WriterLock
 from markindex_core.store.rebuild import build_afresh, discard_leftover, rebuild_beside
 from markindex_core.text import segment
@@ -231,8 +232,8 @@ class Indexer:
         unreadable: list[str] = []  # what the index holds below these is kept, not removed
         if wanted is None:
             disk = scan(self.root, self.rules)
-            if "" in disk.unreadable:
-                raise LibraryUnreadable(
+            if "" in disk.unreadable:  # no descriptor left is not a permission matter
+                raise out_of_descriptors() or LibraryUnreadable(
                     f"cannot list the library folder {self.root}: {disk.errors[0][1]}",
                     "give this user read and search permission on it (chmod u+rx);"
                     " the index was left as it was",
