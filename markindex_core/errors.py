@@ -62,6 +62,10 @@ class DiskFull(MarkindexError):
     code = "DISK_FULL"
 
 
+class OutOfDescriptors(MarkindexError):
+    """This process (or the system) has no file descriptor left: it says nothing of any file."""
+
+
 class LibraryUnreadable(MarkindexError):
     """The library folder exists but cannot be listed: nothing in it can be reconciled."""
 

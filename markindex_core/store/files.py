@@ -23,6 +23,7 @@ from markindex_core.errors import (
     DiskFull,
     IndexUnusable,
     MarkindexError,
+    OutOfDescriptors,
     PermissionDenied,
     ReadOnlyLibrary,
 )
@@ -139,7 +140,7 @@ def disk_full(path: Path, errno_: int = 0) -> DiskFull:
     )
 
 
-def out_of_descriptors(errno_: int = 0) -> MarkindexError | None:
+def out_of_descriptors(errno_: int = 0) -> OutOfDescriptors | None:
     """Too many open files, said as such: SQLite says only "unable to open database file", which
     sends a user to the file, its folder and the disk. Without an errno, one probe tells."""
     if errno_ not in _DESCRIPTOR_ERRNOS:
@@ -151,13 +152,13 @@ def out_of_descriptors(errno_: int = 0) -> MarkindexError | None:
                 return None
             errno_ = exc.errno
     if errno_ == errno.ENFILE:
-        return MarkindexError(
+        return OutOfDescriptors(
             "the system's table of open files is full",
             "close programs that hold many files, or raise the system limit "
             "(`sysctl fs.file-max`), then run the command again",
         )
     limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-    return MarkindexError(
+    return OutOfDescriptors(
         f"this process ran out of file descriptors (its limit is {limit} open files)",
         "raise the limit (`ulimit -n 4096` in the shell or service that starts markindex), "
         "then run the command again",

@@ -24,9 +24,15 @@ from pathlib import Path
 import apsw
 
 from markindex_core.config import SQLITE_SIDE_SUFFIXES
-from markindex_core.errors import MarkindexError
+from markindex_core.errors import DiskFull, MarkindexError, OutOfDescriptors
 from markindex_core.store.db import Store, check_replaceable, connect
-from markindex_core.store.files import fsync_dir, pid_alive, rebuild_path, remove_db_files
+from markindex_core.store.files import (
+    fsync_dir,
+    out_of_descriptors,
+    pid_alive,
+    rebuild_path,
+    remove_db_files,
+)
 from markindex_core.store.summaries import copy_cache
 
 _OLD_CHECKPOINT_WAIT_MS = 1_000  # readers of the old index may delay its last checkpoint this long
@@ -121,11 +127,20 @@ def _salvage_cache(live: Path, target: apsw.Connection) -> str | None:
     try:
         old = connect(live, readonly=True)
     except MarkindexError as exc:
+        _raise_if_passing(exc)
         return f"cached summaries not kept: the old index cannot be read ({exc.message})"
     try:
         copy_cache(old, target)
     except (apsw.Error, UnicodeDecodeError) as exc:
+        _raise_if_passing(out_of_descriptors() or exc)
         return f"cached summaries not kept: the old index cannot be read ({exc})"
     finally:
         old.close()
     return None
+
+
+def _raise_if_passing(exc: Exception) -> None:
+    """Raise `exc` when it says nothing of the old file (no descriptor or disk space left): only
+    a damaged file is worth losing paid-for summaries for; the run is to be tried again."""
+    if isinstance(exc, (DiskFull, OutOfDescriptors)):
+        raise exc
