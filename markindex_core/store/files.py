@@ -280,6 +280,7 @@ def _hot_journal(path: Path) -> bool:
 
 def write_error(exc: apsw.Error | OSError, path: Path, errno_: int = 0) -> MarkindexError:
     """An error met while writing the index, as one clear error."""
+    exc = _first_failure(exc)
     if isinstance(exc, OSError):
         return os_error(exc, path)
     if isinstance(exc, apsw.ReadOnlyError) and not os.access(path.parent, os.W_OK):
@@ -287,6 +288,16 @@ def write_error(exc: apsw.Error | OSError, path: Path, errno_: int = 0) -> Marki
     if isinstance(exc, apsw.ReadOnlyError):
         return read_only_file(path)
     return open_error(exc, path, readonly=False, errno_=errno_)
+
+
+def _first_failure(exc: apsw.Error | OSError) -> apsw.Error | OSError:
+    """The error that failed a write, not the rollback that failed after it: on a full disk
+    SQLite may roll the transaction back itself, and leaving `with conn:` then raises
+    'cannot rollback - no transaction is active' in place of the real cause."""
+    cause = exc.__context__
+    if isinstance(exc, apsw.SQLError) and isinstance(cause, (apsw.Error, OSError)):
+        return cause
+    return exc
 
 
 def pid_alive(pid: int) -> bool:

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 from markindex_core.library import Library
 from markindex_core.store.db import SUMMARY_CACHE_TABLE, Store
 
-from .helpers import REPO_ROOT, make_library
+from .helpers import REPO_ROOT, check_store_consistent, make_library, write
 
 
 def markindex_limited(nofile: int, *args: str) -> subprocess.CompletedProcess[str]:
@@ -62,3 +67,51 @@ def test_a_library_listed_out_of_file_descriptors_is_not_called_unreadable(
         assert "chmod" not in done.stderr, (nofile, done.stderr)
         if done.returncode != 0:
             assert "ran out of file descriptors" in done.stderr, done.stderr
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 13 MiB tmpfs, when this process may mount one."""
+    mnt = tmp_path / "disk"
+    mnt.mkdir()
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        pytest.skip("mounting a tmpfs needs root")
+    cmd = ["mount", "-t", "tmpfs", "-o", "size=13m", "tmpfs", str(mnt)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+    if proc.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {proc.stderr.strip()}")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], capture_output=True, timeout=30)
+
+
+def markindex(*args: str) -> subprocess.CompletedProcess[str]:
+    cmd = [sys.executable, "-m", "markindex_core", *args]
+    return subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+
+
+def test_an_update_that_fills_the_disk_says_so(tmp_path: Path, small_disk: Path) -> None:
+    """SQLite rolls a transaction back itself when the disk fills mid-statement (a batch larger
+    than the page cache spills to the WAL); leaving the `with conn:` block then failed to roll
+    back again, and that error ('cannot use the index: cannot rollback - no transaction is
+    active', hint 'check the file') was all the user saw of a full disk."""
+    root = tmp_path / "lib"
+    for i in range(120):  # 400 short sections each: a batch dirties more pages than the cache
+        body = "\n\n".join(f"## S{j}\n\nwords apple {i} {j} " * 20 for j in range(20))
+        write(root, f"d{i}.md", f"# Doc {i}\n\n{body}\n")
+    db = small_disk / "index.db"
+    first = markindex("index", str(root), "--db", str(db))
+    assert first.returncode == 0, first.stderr
+    more = " ".join(f"grape{i}" for i in range(3000))
+    for p in sorted(root.glob("*.md")):
+        p.write_text(p.read_text(encoding="utf-8") + f"\n## More\n\n{more}\n", encoding="utf-8")
+    done = markindex("index", str(root), "--db", str(db))
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    assert f"no space left to write the index {db}" in done.stderr, done.stderr
+    assert check_store_consistent(db) == 120
+    subprocess.run(["mount", "-o", "remount,size=64m", str(small_disk)], check=True, timeout=30)
+    again = markindex("index", str(root), "--db", str(db))
+    assert again.returncode == 0, again.stderr
+    assert check_store_consistent(db) == 120
