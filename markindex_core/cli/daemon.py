@@ -193,8 +193,9 @@ def _escape(text: str) -> str:
 
 def _print_index(out: Console, st: dict[str, Any]) -> None:
     out.print(f"[bold]{_escape(st['root'])}[/] → {_escape(st['db'])}")
-    if not st["indexed"]:
-        out.print(f"[yellow]not indexed[/]{': ' + _escape(st['error']) if st['error'] else ''}")
+    if not st["indexed"]:  # an index there that cannot be opened is not "not indexed"
+        label = "cannot read the index" if st["error"] else "not indexed"
+        out.print(f"[yellow]{label}[/]{': ' + _escape(st['error']) if st['error'] else ''}")
         return
     out.print(
         f"documents {st['documents']}, nodes {st['nodes']}, tokens {st['tokens']}, "

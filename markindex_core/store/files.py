@@ -140,6 +140,16 @@ def disk_full(path: Path, errno_: int = 0) -> DiskFull:
     )
 
 
+def no_room_to_read(path: Path) -> DiskFull:
+    """A full disk met by a reader: it writes no index, but SQLite needs its small -shm file
+    beside the index to read it. The writer's 'run `markindex index` again' would mislead."""
+    return DiskFull(
+        f"no space left on the disk of the index {path}: even reading it needs a small file"
+        f" ({path.name}-shm) beside it",
+        "free some space on that disk, then run the command again",
+    )
+
+
 def out_of_descriptors(errno_: int = 0) -> OutOfDescriptors | None:
     """Too many open files, said as such: SQLite says only "unable to open database file", which
     sends a user to the file, its folder and the disk. Without an errno, one probe tells."""
@@ -215,10 +225,9 @@ def read_only_file(path: Path) -> ReadOnlyLibrary:
 
 def open_error(exc: apsw.Error, path: Path, *, readonly: bool, errno_: int = 0) -> MarkindexError:
     """What an SQLite error while opening (or first using) the index really means, as one error."""
-    if isinstance(exc, apsw.FullError) or errno_ in _FULL_ERRNOS:
-        return disk_full(path, errno_)
-    if isinstance(exc, apsw.IOError) and disk_is_full(path):
-        return disk_full(path)
+    full = isinstance(exc, apsw.FullError) or errno_ in _FULL_ERRNOS
+    if full or (isinstance(exc, apsw.IOError) and disk_is_full(path)):
+        return no_room_to_read(path) if readonly else disk_full(path, errno_)
     descriptors = errno_ in _DESCRIPTOR_ERRNOS or isinstance(exc, apsw.CantOpenError)
     if descriptors and (fds := out_of_descriptors(errno_)):
         return fds

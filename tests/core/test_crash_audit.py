@@ -115,3 +115,29 @@ def test_an_update_that_fills_the_disk_says_so(tmp_path: Path, small_disk: Path)
     again = markindex("index", str(root), "--db", str(db))
     assert again.returncode == 0, again.stderr
     assert check_store_consistent(db) == 120
+
+
+def test_a_full_disk_met_by_a_reader_is_said_for_a_reader(tmp_path: Path, small_disk: Path) -> None:
+    """Reading the index needs its -shm file; on a full disk search and check said 'no space
+    left to write the index … run the same `markindex index` command again', and status said
+    'not indexed' of an index of 30 documents."""
+    root = make_library(tmp_path / "lib", 30)
+    db = small_disk / "index.db"
+    assert markindex("index", str(root), "--db", str(db)).returncode == 0
+    for side in ("index.db-shm", "index.db-wal"):
+        (small_disk / side).unlink(missing_ok=True)
+    with (small_disk / "fill").open("wb") as fill:  # every block of the disk taken
+        try:
+            while True:
+                fill.write(b"\0" * 65536)
+                fill.flush()
+        except OSError:
+            pass
+    for command in (["search", str(root), "apple"], ["check", str(root)]):
+        done = markindex(*command, "--db", str(db))
+        assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+        assert "no space left on the disk of the index" in done.stderr, done.stderr
+        assert "markindex index" not in done.stderr, done.stderr
+    status = markindex("status", str(root), "--db", str(db))
+    assert status.returncode == 1, status.stderr
+    assert "cannot read the index: no space left" in status.stdout, status.stdout
