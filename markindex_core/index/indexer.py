@@ -43,7 +43,7 @@ from markindex_core.config import (
     PASSAGE_MIN_TOKENS,
     TreeParams,
 )
-from markindex_core.errors import LibraryUnreadable
+from markindex_core.errors import LibraryNotFound, LibraryUnreadable
 from markindex_core.index.deadline import ParseDeadline, ParseTimedOut, timed_out
 from markindex_core.index.reading import Unreadable, content_hash, read_regular
 from markindex_core.index.scan import (
@@ -69,7 +69,7 @@ from markindex_core.index.writer import RunWriter
 from markindex_core.model import DocumentRows, ParsedDocument, SkippedFile
 from markindex_core.store import runs
 from markindex_core.store.db import DocState, Store
-from markindex_core.store.files import out_of_descriptors
+from markindex_core.store.files import file_id, out_of_descriptors
 from markindex_core.store.lock import WriterLock
 from markindex_core.store.rebuild import build_afresh, discard_leftover, rebuild_beside
 from markindex_core.text import segment
@@ -406,9 +406,11 @@ class Indexer:
         store = self.store
         bulk = len(todo) >= BULK_WRITE_DOCS  # ends with `optimize`: no FTS merging before it
         merging = store.bulk_writes() if bulk else nullcontext()
+        root_id = file_id(self.root)
         with merging, RunWriter(threaded=threaded) as writer:
             for done, result in enumerate(self._results(jobs, sizes), start=1):
                 if isinstance(result, Vanished):
+                    self._check_root(root_id)
                     writer.submit(store.delete_documents, [result.rel])  # forgets a recorded skip
                     if result.rel in states:
                         report.removed.append(result.rel)
@@ -438,6 +440,16 @@ class Indexer:
                 writer.submit(store.write_documents, batch)
         self.tidy(writes=len(todo), force=bulk)
         self.store.checkpoint()
+
+    def _check_root(self, root_id: tuple[int, int] | None) -> None:
+        """Raise when the library folder itself went away (moved, deleted, a share unmounted):
+        its files are not deleted one by one, and forgetting them all would empty the index."""
+        if file_id(self.root) != root_id:
+            raise LibraryNotFound(
+                f"the library folder {self.root} went away while it was indexed (moved, deleted"
+                " or unmounted); the documents of the index were kept",
+                "bring the folder back, then run the same `markindex index` command again",
+            )
 
     def tidy(self, *, writes: int = 0, force: bool = False) -> bool:
         """Merge the FTS segments that small commits leave behind, once enough have piled up.

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from markindex_core.errors import LibraryNotFound
 from markindex_core.library import Library
 from markindex_core.store.db import SUMMARY_CACHE_TABLE, Store
 
@@ -141,3 +142,26 @@ def test_a_full_disk_met_by_a_reader_is_said_for_a_reader(tmp_path: Path, small_
     status = markindex("status", str(root), "--db", str(db))
     assert status.returncode == 1, status.stderr
     assert "cannot read the index: no space left" in status.stdout, status.stdout
+
+
+def test_a_library_folder_gone_mid_run_keeps_its_documents(tmp_path: Path) -> None:
+    """Each file of a library folder moved away (or a share unmounted) while a run read it
+    was taken for a file deleted since the scan: the run removed every document it had not
+    reached yet, and said 'removed 254' with exit status 0."""
+    root = make_library(tmp_path / "lib", 30)
+    db = tmp_path / "db" / "index.db"
+    Library(root, db).index(workers=0)
+    for p in root.rglob("*.md"):
+        p.write_text(p.read_text(encoding="utf-8") + "\nedited\n", encoding="utf-8")
+    away = tmp_path / "away"
+
+    def move_away(done: int, total: int, path: str) -> None:
+        if done == 1:
+            root.rename(away)
+
+    with pytest.raises(LibraryNotFound, match="went away while it was indexed"):
+        Library(root, db).index(progress=move_away, workers=0)
+    away.rename(root)
+    assert check_store_consistent(db) == 30
+    assert Library(root, db).index(workers=0).removed == []
+    assert check_store_consistent(db) == 30
