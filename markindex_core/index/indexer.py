@@ -231,6 +231,7 @@ class Indexer:
         in_scope = set(states) | set(skipped)
         unreadable: list[str] = []  # what the index holds below these is kept, not removed
         if wanted is None:
+            root_id = file_id(self.root)
             disk = scan(self.root, self.rules)
             if "" in disk.unreadable:  # no descriptor left is not a permission matter
                 raise out_of_descriptors() or LibraryUnreadable(
@@ -238,6 +239,7 @@ class Indexer:
                     "give this user read and search permission on it (chmod u+rx);"
                     " the index was left as it was",
                 )
+            self._check_root(root_id)  # its folders not listed yet are not deleted folders
             report.errors.extend(disk.errors)
             files, named, unreadable = disk.files, dict(disk.skipped), disk.unreadable
         else:

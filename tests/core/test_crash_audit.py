@@ -8,6 +8,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -164,4 +165,29 @@ def test_a_library_folder_gone_mid_run_keeps_its_documents(tmp_path: Path) -> No
     away.rename(root)
     assert check_store_consistent(db) == 30
     assert Library(root, db).index(workers=0).removed == []
+    assert check_store_consistent(db) == 30
+
+
+def test_a_library_folder_gone_mid_scan_keeps_its_documents(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same during the scan: folders not listed yet were 'gone since their parent was
+    listed', so their documents were removed as deleted."""
+    root = make_library(tmp_path / "lib", 30)
+    db = tmp_path / "db" / "index.db"
+    Library(root, db).index(workers=0)
+    away = tmp_path / "away"
+    real_scandir = os.scandir
+
+    def scandir_then_move(path: Any) -> Any:
+        entries = real_scandir(path)  # open: it lists the folder it opened wherever it goes
+        if root in Path(path).parents and root.exists():
+            root.rename(away)  # the library folder listed, the first of its folders opened
+        return entries
+
+    monkeypatch.setattr(os, "scandir", scandir_then_move)  # as scan.py calls it
+    with pytest.raises(LibraryNotFound, match="went away while it was indexed"):
+        Library(root, db).index(workers=0)
+    monkeypatch.undo()
+    away.rename(root)
     assert check_store_consistent(db) == 30
