@@ -233,13 +233,13 @@ class Indexer:
         if wanted is None:
             root_id = file_id(self.root)
             disk = scan(self.root, self.rules)
+            self._check_root(root_id)  # its folders not listed yet are not deleted folders
             if "" in disk.unreadable:  # no descriptor left is not a permission matter
                 raise out_of_descriptors() or LibraryUnreadable(
                     f"cannot list the library folder {self.root}: {disk.errors[0][1]}",
                     "give this user read and search permission on it (chmod u+rx);"
                     " the index was left as it was",
                 )
-            self._check_root(root_id)  # its folders not listed yet are not deleted folders
             report.errors.extend(disk.errors)
             files, named, unreadable = disk.files, dict(disk.skipped), disk.unreadable
         else:
@@ -446,7 +446,8 @@ class Indexer:
     def _check_root(self, root_id: tuple[int, int] | None) -> None:
         """Raise when the library folder itself went away (moved, deleted, a share unmounted):
         its files are not deleted one by one, and forgetting them all would empty the index."""
-        if file_id(self.root) != root_id:
+        now = file_id(self.root)
+        if now is None or now != root_id:
             raise LibraryNotFound(
                 f"the library folder {self.root} went away while it was indexed (moved, deleted"
                 " or unmounted); the documents of the index were kept",

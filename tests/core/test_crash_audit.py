@@ -191,3 +191,25 @@ def test_a_library_folder_gone_mid_scan_keeps_its_documents(
     monkeypatch.undo()
     away.rename(root)
     assert check_store_consistent(db) == 30
+
+
+def test_a_library_folder_gone_before_its_listing_is_not_a_permission_matter(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Gone just before the scan listed it, it was 'cannot list the library folder: No such
+    file or directory', with the hint to chmod a folder that was not there."""
+    root = make_library(tmp_path / "lib", 8)
+    db = tmp_path / "db" / "index.db"
+    Library(root, db).index(workers=0)
+    real_scandir = os.scandir
+
+    def move_then_scandir(path: Any) -> Any:
+        if Path(path) == root and root.exists():
+            root.rename(tmp_path / "away")
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "scandir", move_then_scandir)  # as scan.py calls it
+    with pytest.raises(LibraryNotFound, match="went away while it was indexed"):
+        Library(root, db).index(workers=0)
+    monkeypatch.undo()
+    assert check_store_consistent(db) == 8
