@@ -32,6 +32,7 @@ from markindex_core.store.files import (
     pid_alive,
     rebuild_path,
     remove_db_files,
+    write_error,
 )
 from markindex_core.store.summaries import copy_cache
 
@@ -68,10 +69,13 @@ def rebuild_beside(store: Store) -> Iterator[None]:
     try:
         copy_cache(old_conn, store.conn)  # summaries are paid for: the new file keeps them
         yield
-    except BaseException:
+    except BaseException as exc:
+        errno_ = store.conn.system_errno  # of the fresh file's writes, gone with its connection
         store.conn.close()
         store.conn = old_conn
         remove_db_files(fresh)
+        if isinstance(exc, apsw.Error):
+            raise write_error(exc, live, errno_) from exc  # the daemon reads the cause
         raise
     _swap(store, old_conn)
 
@@ -108,9 +112,12 @@ def build_afresh(live: Path) -> Iterator[tuple[Store, str | None]]:
     store = Store(fresh)
     try:
         yield store, _salvage_cache(live, store.conn)
-    except BaseException:
+    except BaseException as exc:
+        errno_ = store.conn.system_errno  # what SQLite calls 'disk I/O error' (EFBIG?): ask now
         store.close()
         remove_db_files(fresh)
+        if isinstance(exc, apsw.Error):
+            raise write_error(exc, live, errno_) from exc  # the daemon reads the cause
         raise
     store.conn.pragma("wal_checkpoint(TRUNCATE)")
     store.close()  # the only connection: SQLite folds and deletes fresh's -wal and -shm

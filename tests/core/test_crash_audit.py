@@ -213,3 +213,24 @@ def test_a_library_folder_gone_before_its_listing_is_not_a_permission_matter(
         Library(root, db).index(workers=0)
     monkeypatch.undo()
     assert check_store_consistent(db) == 8
+
+
+@pytest.mark.parametrize("flag", ["--rebuild", "--no-setext"])
+def test_a_rebuild_over_the_file_size_limit_names_the_limit(tmp_path: Path, flag: str) -> None:
+    """A plain run names the limit (test_errors); a rebuild said 'cannot use the index: disk
+    I/O error (hint: check the file, its folder and the disk)': the errno that tells EFBIG
+    from a bad disk went with the connection of the new file, closed before it was asked."""
+    root = make_library(tmp_path / "lib", 40)
+    db = tmp_path / "db" / "index.db"
+    Library(root, db).index(workers=0)
+    cmd = ["prlimit", "--fsize=200000", sys.executable, "-m", "markindex_core"]
+    done = subprocess.run(
+        [*cmd, "index", str(root), "--db", str(db), flag],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert "reached the file size limit of 200,000 bytes" in done.stderr, done.stderr
+    assert check_store_consistent(db) == 40
