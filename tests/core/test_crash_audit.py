@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -15,6 +14,7 @@ import pytest
 from markindex_core.errors import LibraryNotFound
 from markindex_core.library import Library
 from markindex_core.store.db import SUMMARY_CACHE_TABLE, Store
+from tests.disks import small_tmpfs
 
 from .helpers import REPO_ROOT, check_store_consistent, make_library, write
 
@@ -74,18 +74,8 @@ def test_a_library_listed_out_of_file_descriptors_is_not_called_unreadable(
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
     """A 13 MiB tmpfs, when this process may mount one."""
-    mnt = tmp_path / "disk"
-    mnt.mkdir()
-    if os.geteuid() != 0 or shutil.which("mount") is None:
-        pytest.skip("mounting a tmpfs needs root")
-    cmd = ["mount", "-t", "tmpfs", "-o", "size=13m", "tmpfs", str(mnt)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
-    if proc.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {proc.stderr.strip()}")
-    try:
+    with small_tmpfs(tmp_path / "disk", "13m") as mnt:
         yield mnt
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], capture_output=True, timeout=30)
 
 
 def markindex(*args: str) -> subprocess.CompletedProcess[str]:

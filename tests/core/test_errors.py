@@ -12,7 +12,6 @@ import grp
 import json
 import os
 import pwd
-import shutil
 import subprocess
 import sys
 from collections.abc import Iterator, Sequence
@@ -21,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from markindex_core.library import Library
+from tests.disks import small_tmpfs
 from tests.unprivileged import AS_NOBODY, CHILD_ENV
 
 from .helpers import REPO_ROOT, check_store_consistent, make_library, write
@@ -230,22 +230,8 @@ def test_lock_file_that_cannot_be_written_is_one_clear_error(tmp_path: Path) -> 
 @pytest.fixture
 def tiny_disk(tmp_path: Path) -> Iterator[Path]:
     """A 512 KiB tmpfs, when this process may mount one."""
-    mnt = tmp_path / "disk"
-    mnt.mkdir()
-    if os.geteuid() != 0 or shutil.which("mount") is None:
-        pytest.skip("mounting a tmpfs needs root")
-    proc = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", str(mnt)],
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
-    if proc.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {proc.stderr.strip()}")
-    try:
+    with small_tmpfs(tmp_path / "disk", "512k") as mnt:
         yield mnt
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], capture_output=True, timeout=30)
 
 
 def test_full_disk_is_one_clear_error_and_the_next_run_recovers(

@@ -29,6 +29,7 @@ from markindex_core.serve.status import (
 from markindex_core.store.db import Store
 from markindex_core.store.lock import WriterLock, writer_lock_state
 from tests.core.helpers import many_words
+from tests.disks import small_tmpfs
 
 from .helpers import DaemonProcess, doc_paths, find, nobody_daemon, running_daemon, wait_for
 from .helpers import make_lib as _lib
@@ -250,17 +251,8 @@ def test_root_gone_for_good_ends_a_daemon_serving_mcp_too(tmp_path: Path) -> Non
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
     """A 4 MB tmpfs (needs the right to mount; skipped otherwise)."""
-    mnt = tmp_path / "small"
-    mnt.mkdir()
-    r = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mnt)], capture_output=True
-    )
-    if r.returncode:
-        pytest.skip(f"cannot mount a small tmpfs: {r.stderr.decode(errors='replace').strip()}")
-    try:
+    with small_tmpfs(tmp_path / "small", "4m") as mnt:
         yield mnt
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], check=False)
 
 
 def _fill(path: Path) -> None:
