@@ -8,7 +8,7 @@ from typing import Any
 from markindex_core.config import TreeParams
 from markindex_core.index.document import build_document
 from markindex_core.model import ParsedDocument, Section, SkippedFile
-from markindex_core.store.db import Store
+from markindex_core.store.db import SUMMARY_CACHE_TABLE, Store
 from tests.paths import REPO
 
 REPO_ROOT = REPO
@@ -267,3 +267,29 @@ def damage_text(db: Path, text: bytes) -> int:
     copies = data.count(text)
     db.write_bytes(data.replace(text, b"\xff" + text[1:]))
     return copies
+
+
+PAID_SUMMARY = "a paid-for summary"
+
+
+def cache_a_summary(db: Path) -> None:
+    """Put one model summary (key `k1`) in the index's summary cache: what a rebuild must keep."""
+    store = Store(db)
+    try:
+        with store.conn:
+            store.conn.execute(
+                f"INSERT INTO {SUMMARY_CACHE_TABLE}(key, model, text, created_at) VALUES(?,?,?,?)",
+                ("k1", "test:model", PAID_SUMMARY, 1.0),
+            )
+    finally:
+        store.close()
+
+
+def cached_summary(db: Path) -> str | None:
+    """The summary `cache_a_summary` put in, if the index still holds it."""
+    store = Store(db, readonly=True)
+    try:
+        text = store.scalar(f"SELECT text FROM {SUMMARY_CACHE_TABLE} WHERE key='k1'")
+        return None if text is None else str(text)
+    finally:
+        store.close()

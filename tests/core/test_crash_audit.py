@@ -13,25 +13,23 @@ import pytest
 
 from markindex_core.errors import LibraryNotFound
 from markindex_core.library import Library
-from markindex_core.store.db import SUMMARY_CACHE_TABLE, Store
 from tests.disks import small_tmpfs
 
-from .helpers import REPO_ROOT, check_store_consistent, make_library, write
+from .helpers import (
+    PAID_SUMMARY,
+    REPO_ROOT,
+    cache_a_summary,
+    cached_summary,
+    check_store_consistent,
+    make_library,
+    write,
+)
 
 
 def markindex_limited(nofile: int, *args: str) -> subprocess.CompletedProcess[str]:
     """`markindex ARGS` in a process allowed only `nofile` open files."""
     cmd = ["prlimit", f"--nofile={nofile}", sys.executable, "-m", "markindex_core", *args]
     return subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
-
-
-def cached_summary(db: Path) -> str | None:
-    store = Store(db, readonly=True)
-    try:
-        text = store.scalar(f"SELECT text FROM {SUMMARY_CACHE_TABLE} WHERE key='k1'")
-        return None if text is None else str(text)
-    finally:
-        store.close()
 
 
 def test_a_rebuild_out_of_file_descriptors_never_drops_cached_summaries(tmp_path: Path) -> None:
@@ -41,17 +39,11 @@ def test_a_rebuild_out_of_file_descriptors_never_drops_cached_summaries(tmp_path
     root = make_library(tmp_path / "lib", 8)
     db = tmp_path / "db" / "index.db"
     Library(root, db).index(workers=0)
-    store = Store(db)
-    with store.conn:
-        store.conn.execute(
-            f"INSERT INTO {SUMMARY_CACHE_TABLE}(key, model, text, created_at) VALUES(?,?,?,?)",
-            ("k1", "test:model", "a paid-for summary", 1.0),
-        )
-    store.close()
+    cache_a_summary(db)
     for nofile in range(6, 13):  # every limit from "cannot start" to "enough"
         done = markindex_limited(nofile, "index", str(root), "--db", str(db), "--rebuild")
         assert "Traceback" not in done.stderr, done.stderr
-        assert cached_summary(db) == "a paid-for summary", (nofile, done.stderr)
+        assert cached_summary(db) == PAID_SUMMARY, (nofile, done.stderr)
         assert done.returncode == 0 or "ran out of file descriptors" in done.stderr, done.stderr
 
 

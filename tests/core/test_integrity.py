@@ -13,9 +13,17 @@ import apsw
 import pytest
 
 from markindex_core.library import Library
-from markindex_core.store.db import SUMMARY_CACHE_TABLE, Store
+from markindex_core.store.db import Store
 
-from .helpers import check_store_consistent, damage_pages, make_library, write
+from .helpers import (
+    PAID_SUMMARY,
+    cache_a_summary,
+    cached_summary,
+    check_store_consistent,
+    damage_pages,
+    make_library,
+    write,
+)
 from .test_cli import run
 
 
@@ -64,20 +72,12 @@ def test_rebuild_keeps_cached_summaries_and_the_setext_choice(
     root, db = indexed
     write(root, "setext.md", "Title\n=====\n\nbody text\n")
     assert run(capsys, "index", str(root), "--db", str(db), "--no-setext")[0] == 0
-    store = Store(db)
-    with store.conn:
-        store.conn.execute(
-            f"INSERT INTO {SUMMARY_CACHE_TABLE}(key, model, text, created_at) VALUES(?,?,?,?)",
-            ("k1", "test:model", "a paid-for summary", 1.0),
-        )
-    store.close()
+    cache_a_summary(db)
 
     assert run(capsys, "index", str(root), "--db", str(db), "--rebuild")[0] == 0
+    assert cached_summary(db) == PAID_SUMMARY
     store = Store(db, readonly=True)
     try:
-        assert store.scalar(f"SELECT text FROM {SUMMARY_CACHE_TABLE} WHERE key='k1'") == (
-            "a paid-for summary"
-        )
         assert store.get_meta("setext") == "0"
     finally:
         store.close()
