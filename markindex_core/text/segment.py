@@ -36,7 +36,6 @@ _CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+|[^\W\d_]+")
 FTS_TOKENCHARS = "-_.+#/"
 
 Cutter = Callable[[str], list[str]]
-_CACHED_RUN_CHARS = 256  # `_joined` keeps the terms of runs up to this long
 
 
 @lru_cache(maxsize=1)
@@ -204,10 +203,9 @@ class _JoinedTerms(dict[str, str]):
 
     def __missing__(self, run: str) -> str:
         joined = self._terms_of(run)
-        # A long run is not kept: it never comes again, and a base64 blob is one run per piece
-        # (see `_pieces`), each kept with its terms (~3x the piece) until the cache was full.
-        # Bounded, too: a library of random tokens can't grow it.
-        if len(run) <= _CACHED_RUN_CHARS:
+        # A blob is not kept: it has no terms and never comes again. Bounded, too: a library
+        # of random tokens can't grow it.
+        if not is_blob(run):
             if len(self) >= SEGMENT_CACHE_WORDS:
                 self.clear()
             self[run] = joined
