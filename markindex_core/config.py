@@ -225,6 +225,7 @@ DAEMON_FULL_SCAN_PATHS = 2000  # more dirty paths than this: one full reconcile 
 DAEMON_RETRY_S = (1.0, 30.0)  # back-off after a failed reconcile: first, maximum
 DAEMON_ERRORS_KEPT = 20  # recent errors kept in the status file
 STATUS_FILE_SUFFIX = ".daemon.json"  # beside the index: ROOT/.markindex/index.db.daemon.json
+STATUS_FALLBACK_SUFFIX = ".daemon-fallback.json"  # written when that one can't be replaced
 DAEMON_RECORD_KEEP_S = 7 * 86_400  # a dead daemon's record of another index is kept this long
 DAEMON_QUIET_MS_MAX = 60_000  # largest --quiet-ms accepted
 # When idle, the daemon compares every file's size and mtime with the index this often: a safety

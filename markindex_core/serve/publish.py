@@ -5,7 +5,9 @@ heartbeat in that file. One that can no longer be replaced (made immutable, a re
 mount, a folder in its place) froze it: a healthy daemon looked hung, or killed once it stopped,
 and the daemon said so only at debug level. Now the failure is logged once, with what to do, and
 kept in the daemon's status (`status_file_error`, `status_file_hint`), which its record in the
-runtime folder carries to the readers of its user (see `status.daemon_states`).
+runtime folder carries to the readers of its user (see `status.daemon_states`). Readers of other
+users can't see that record: the status, with the failure, goes to a fallback file beside the
+index as well (`status.fallback_path`), which every reader of the index reads.
 """
 
 from __future__ import annotations
@@ -15,7 +17,12 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from markindex_core.serve.status import status_path, write_status_file
+from markindex_core.serve.status import (
+    remove_fallback_status,
+    status_path,
+    write_fallback_status,
+    write_status_file,
+)
 
 log = logging.getLogger("markindex.daemon")
 
@@ -39,16 +46,20 @@ class StatusFile:
     def __init__(self, db_path: Path) -> None:
         self.db_path = db_path
         self.problem: dict[str, str | None] = dict(NO_PROBLEM)
+        self._fallback_left = True  # a daemon before this one may have left a fallback file
 
     def write(self, data: dict[str, Any]) -> dict[str, str | None]:
-        """Write `data` (saying no problem: the file is up to date when read); return the
-        problem keys for the daemon's status and record."""
+        """Write `data` (saying no problem: the file is up to date when read), or else the
+        fallback file; return the problem keys for the daemon's status and record."""
         try:
             write_status_file(self.db_path, {**data, **NO_PROBLEM})
         except OSError as exc:
-            return self._failed(exc)
+            return self._failed(exc, data)
         if self.problem["status_file_error"]:
             log.info("the status file is updated again: %s", status_path(self.db_path))
+        if self._fallback_left:
+            remove_fallback_status(self.db_path)
+            self._fallback_left = False
         self.problem = dict(NO_PROBLEM)
         return self.problem
 
@@ -57,11 +68,19 @@ class StatusFile:
         self.problem = dict(NO_PROBLEM)
         return self.problem
 
-    def _failed(self, exc: OSError) -> dict[str, str | None]:
+    def _failed(self, exc: OSError, data: dict[str, Any]) -> dict[str, str | None]:
+        """Say why the status file can't be written, in the fallback file too; when that fails
+        as well, only this user's readers (through the record) see the daemon as it is."""
         path = status_path(self.db_path)
         error = f"cannot update the status file {path}: {exc.strerror or exc}"
         hint = _HINTS.get(exc.errno or 0, "make it writable again")
-        hint += "; meanwhile other users see this daemon as hung, and as killed once it stops"
+        try:
+            write_fallback_status(
+                self.db_path, {**data, "status_file_error": error, "status_file_hint": hint}
+            )
+            self._fallback_left = True
+        except OSError:
+            hint += "; meanwhile other users see this daemon as hung, and as killed once it stops"
         if error != self.problem["status_file_error"]:  # once, not every heartbeat
             log.warning("%s (%s)", error, hint)
         self.problem = {"status_file_error": error, "status_file_hint": hint}

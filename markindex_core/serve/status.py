@@ -8,6 +8,13 @@ that waits for the writer lock, or cannot write the index folder at all, would b
 Every daemon therefore also keeps a record of its own in a private folder of its user
 (`runtime_dir`), named after the index and its pid; `read_status` reads both, so such a daemon is
 shown alive with what it waits for, to its own user.
+
+When the file beside the index can't be replaced (made immutable, a read-only mount over it, a
+folder in its place), the daemon writes the same status to a fallback file beside it
+(`fallback_path`), and readers take whichever of the two beats later (`read_status_beside`).
+Other users can't see the daemon's record, and took it for hung while it ran. A second file is
+the simplest channel they can all read: what blocks one name rarely blocks another in the same
+folder, and the index itself would take every heartbeat for a data change (see above).
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ from markindex_core.config import (
     DAEMON_SLOW_RECONCILE_S,
     DAEMON_WARNING_TTL_S,
     RUN_STALL_SECONDS,
+    STATUS_FALLBACK_SUFFIX,
     STATUS_FILE_BLOCK,
     STATUS_FILE_MAX_BYTES,
     STATUS_FILE_SUFFIX,
@@ -54,6 +62,11 @@ STALE_AFTER_S = 3 * DAEMON_HEARTBEAT_S
 
 def status_path(db_path: Path) -> Path:
     return db_path.with_name(db_path.name + STATUS_FILE_SUFFIX)
+
+
+def fallback_path(db_path: Path) -> Path:
+    """The status file written in place of `status_path` while that one can't be replaced."""
+    return db_path.with_name(db_path.name + STATUS_FALLBACK_SUFFIX)
 
 
 def write_status_file(db_path: Path, data: dict[str, Any]) -> None:
@@ -108,8 +121,33 @@ def _rewrite_in_place(path: Path, text: bytes) -> bool:
     return True
 
 
+def write_fallback_status(db_path: Path, data: dict[str, Any]) -> None:
+    """Replace the fallback status file (raises OSError when it can't either)."""
+    _write_json(fallback_path(db_path), data)
+
+
+def remove_fallback_status(db_path: Path) -> None:
+    """Remove the fallback once the status file is written again (a later heartbeat there wins
+    over it anyway, so a fallback that can't be removed does no harm)."""
+    with contextlib.suppress(OSError):
+        fallback_path(db_path).unlink()
+
+
 def read_status_file(db_path: Path) -> dict[str, Any] | None:
     return _read_json(status_path(db_path))
+
+
+def read_status_beside(db_path: Path) -> dict[str, Any] | None:
+    """The status file beside the index, or its fallback when that beats later: a daemon whose
+    status file is stuck keeps the fallback current (see the module docstring)."""
+    main, fallback = read_status_file(db_path), _read_json(fallback_path(db_path))
+    if fallback is None or (main is not None and _beat(main) >= _beat(fallback)):
+        return main
+    return fallback
+
+
+def _beat(data: dict[str, Any]) -> float:
+    return _float(data.get("heartbeat_at")) or 0.0
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:
@@ -237,8 +275,9 @@ def read_status(lib: Library, *, compare_folder: bool = False) -> dict[str, Any]
             `root`'s moved (`OTHER_LIBRARY` for every other command; `status` exits 1).
         writer_locked (bool): some process holds the writer lock right now.
         writer_pid (int | None): that process, when known.
-        daemon (dict | None): the daemon's status: the file beside the index (or that daemon's
-            own record, when newer: the file could not be replaced), or when that one's
+        daemon (dict | None): the daemon's status: the file beside the index (or its fallback,
+            or that daemon's own record, when newer: the file could not be replaced; then
+            status_file_error and status_file_hint say why and what to do), or when that one's
             daemon is not alive, a live daemon's own record (one waiting for the writer lock or
             unable to write the index folder); None when no daemon ever wrote either:
             pid (int), state ("starting" | "reconciling" | "watching" |
@@ -370,7 +409,7 @@ def daemon_states(
         locked, holder = writer_lock_state(db)
     now = time.time()
     records = read_daemon_records(db)
-    daemon, last_writer = read_status_file(db), None
+    daemon, last_writer = read_status_beside(db), None
     if daemon is not None or records:
         last_writer = holder if locked else WriterLock(db).holder_pid()
         daemon = _newer_record(daemon, records, last_writer)
@@ -395,17 +434,18 @@ def _newer_record(
 ) -> dict[str, Any] | None:
     """The status file's daemon, or the record of that daemon or of the last writer (the lock
     file names it) when newer: what the file would say had it been written. A daemon whose file
-    can't be replaced (immutable, a read-only mount, a folder in its place) beats only in its
-    record, and was taken for hung while it ran, for killed once it stopped cleanly, and for
-    not running once killed (see `publish`)."""
+    can't be replaced (immutable, a read-only mount, a folder in its place) beats in its record
+    (and in the fallback file, when that can be written); read from the stuck file alone, it was
+    taken for hung while it ran, for killed once it stopped cleanly, and for not running once
+    killed (see `publish`)."""
     beat, pids = -1.0, {last_writer}
     if daemon is not None:
-        beat, pids = _float(daemon.get("heartbeat_at")) or 0.0, {daemon.get("pid"), last_writer}
+        beat, pids = _beat(daemon), {daemon.get("pid"), last_writer}
     pids.discard(None)
-    for record in sorted(records, key=lambda r: _float(r.get("heartbeat_at")) or 0.0):
-        if record.get("pid") in pids and (_float(record.get("heartbeat_at")) or 0.0) > beat:
+    for record in sorted(records, key=_beat):
+        if record.get("pid") in pids and _beat(record) > beat:
             daemon = dict(record)  # judged as the file's daemon, not as one of the records
-            beat = _float(record.get("heartbeat_at")) or 0.0
+            beat = _beat(record)
     return daemon
 
 

@@ -20,7 +20,15 @@ from typing import Any
 import pytest
 
 from markindex_core.library import Library
-from markindex_core.serve.status import STALE_AFTER_S, DaemonWatch, read_status, status_path
+from markindex_core.serve.publish import NO_PROBLEM, StatusFile
+from markindex_core.serve.status import (
+    STALE_AFTER_S,
+    DaemonWatch,
+    fallback_path,
+    read_status,
+    read_status_beside,
+    status_path,
+)
 from tests.unprivileged import AS_NOBODY, CHILD_ENV
 
 from .helpers import DaemonProcess, find, make_lib, wait_for
@@ -34,11 +42,11 @@ def _cli(root: Path, db: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def _status(
-    root: Path, db: Path, prefix: list[str] | None = None
+    root: Path, db: Path, prefix: list[str] | None = None, env: dict[str, str] | None = None
 ) -> tuple[dict[str, Any], str, int]:
     """`markindex status --json`, its human text and its exit code (run through `prefix`)."""
     cmd = [*(prefix or []), sys.executable, "-m", "markindex_core", "status", str(root)]
-    env = CHILD_ENV if prefix else None
+    env = env or (CHILD_ENV if prefix else None)
     runs = [
         subprocess.run([*cmd, "--db", str(db), *flag], capture_output=True, text=True, env=env)
         for flag in (["--json"], [])
@@ -137,6 +145,66 @@ def test_a_clean_stop_is_not_taken_for_a_kill_while_the_status_file_is_frozen(
     st, text, code = _status(root, db)
     assert st["daemon"]["pid"] == killed.proc.pid and st["daemon"]["ended"], st
     assert f"daemon pid {killed.proc.pid} ended without stopping" in text and code == 2, text
+
+
+def test_readers_without_its_record_see_a_daemon_whose_status_file_is_frozen_as_it_is(
+    shared_tmp: Path, tmp_path: Path, frozen: Any
+) -> None:
+    """Another user (`nobody` here), and this user with the runtime folder pointed elsewhere,
+    cannot see the daemon's record: they read the fallback status file beside the index. They
+    took the daemon for hung (`status` exit 2, "has not responded"), and a clean stop for a kill."""
+    root = make_lib(shared_tmp, {"a.md": "# A\n\nalpha\n"})
+    db = shared_tmp / "idx" / "index.db"
+    db.parent.mkdir()
+    db.parent.chmod(0o777)  # `nobody` makes the index's -shm file once no daemon keeps one
+    elsewhere = tmp_path / "runtime"
+    elsewhere.mkdir(mode=0o700)
+    env = {**CHILD_ENV, "XDG_RUNTIME_DIR": str(elsewhere), "TMPDIR": str(elsewhere)}
+    readers: list[tuple[list[str], dict[str, str]]] = [(AS_NOBODY, CHILD_ENV), ([], env)]
+    d = DaemonProcess(root, db)
+    try:
+        d.wait_writing()
+        frozen(status_path(db))
+        wait_for(lambda: PROBLEM in d.log, timeout=10)
+        time.sleep(STALE_AFTER_S + 1)
+        for prefix, reader_env in readers:
+            st, text, code = _status(root, db, prefix, reader_env)
+            daemon = st["daemon"]
+            assert daemon["pid"] == d.proc.pid and daemon["alive"] and daemon["writing"], st
+            assert not daemon["unresponsive"] and code == 0, text
+            assert "chattr -i" in daemon["status_file_hint"], daemon
+            assert "has not responded" not in text and PROBLEM in " ".join(text.split()), text
+    finally:
+        assert d.stop() == 0, d.log
+    for prefix, reader_env in readers:
+        st, text, code = _status(root, db, prefix, reader_env)
+        assert st["daemon"]["state"] == "stopped" and not st["daemon"]["ended"], st
+        assert "daemon: not running" in text and code == 0, text
+
+
+def test_the_fallback_file_stands_in_for_a_stuck_status_file_until_it_is_written_again(
+    tmp_path: Path,
+) -> None:
+    """Readers take the later of the two; the hint warns of other users only when the fallback
+    can't be written either."""
+    db = tmp_path / "index.db"
+    status_path(db).mkdir()
+    problem = StatusFile(db).write({"pid": 7, "heartbeat_at": 2.0})
+    assert "Is a directory" in str(problem["status_file_error"]), problem
+    assert "other users" not in str(problem["status_file_hint"]), problem
+    assert read_status_beside(db) == {"pid": 7, "heartbeat_at": 2.0, **problem}
+
+    status_path(db).rmdir()
+    status_file = StatusFile(db)
+    assert status_file.write({"pid": 8, "heartbeat_at": 3.0})["status_file_error"] is None
+    assert not fallback_path(db).exists()  # the next daemon's first good write removes it
+    assert read_status_beside(db) == {"pid": 8, "heartbeat_at": 3.0, **NO_PROBLEM}
+
+    status_path(db).unlink()
+    status_path(db).mkdir()
+    fallback_path(db).mkdir()
+    hint = status_file.write({"pid": 8, "heartbeat_at": 4.0})["status_file_hint"]
+    assert "other users see this daemon as hung" in str(hint), hint
 
 
 def test_a_folder_in_place_of_the_status_file_is_said_and_clears(tmp_path: Path) -> None:
