@@ -152,6 +152,7 @@ class Status:
     error: str | None = None  # why it cannot be read
     stale: str | None = None  # why a live daemon is not keeping the index current
     unfinished: str | None = None  # the last index run stopped before its end (store/runs.py)
+    status_file: str | None = None  # why the daemon can't update its status file, what to do
 
 
 def folder_listing(lib: Library, folder: str) -> FolderListing:
@@ -264,7 +265,18 @@ def status(lib: Library) -> Status:
         error=info["error"],
         stale=stale,
         unfinished=unfinished_warning(run) if run else None,
+        status_file=status_file_problem(info["daemon"]),
     )
+
+
+def status_file_problem(daemon: dict[str, Any] | None) -> str | None:
+    """Why the daemon can't update the status file beside the index, and what to do (as
+    `markindex status` says it). Not a stop, the daemon keeps the index live; but readers that
+    see neither its fallback file nor its record take it for hung until the file is fixed."""
+    if daemon is None or not daemon.get("status_file_error"):
+        return None
+    error, hint = daemon["status_file_error"], daemon.get("status_file_hint")
+    return f"{error} ({hint})" if hint else str(error)
 
 
 def folder_changes(lib: Library) -> str | None:

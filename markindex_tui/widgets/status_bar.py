@@ -30,6 +30,8 @@ def render_status(
         text.append(f" · {printable(s.error)}", style="red")
     elif s.stale is not None and not watching:
         text.append(f" · {printable(s.stale)}", style="yellow")
+    elif s.status_file is not None:  # also the app's own watcher's: it writes that file
+        text.append(f" · {printable(s.status_file)}", style="yellow")
     elif s.unfinished is not None and not watching:
         text.append(f" · {printable(s.unfinished)}", style="yellow")
     elif changes is not None and not watching and s.writer == "none":

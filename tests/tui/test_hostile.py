@@ -283,6 +283,44 @@ async def test_a_frozen_daemon_is_shown_as_not_updating(tmp_path: Path) -> None:
         assert daemon.stop() == 0, daemon.log
 
 
+async def test_a_daemon_that_cannot_update_its_status_file_says_so_in_the_status_line(
+    tmp_path: Path,
+) -> None:
+    """A daemon whose status file is made immutable keeps writing, and the status line said
+    nothing of it: now it shows the problem and its hint, the path's control characters
+    escaped."""
+    import subprocess
+
+    from markindex_core.serve.status import status_path
+    from tests.daemon.helpers import DaemonProcess
+
+    root, db = tmp_path / "lib", tmp_path / "idx\x1b[2J" / "index.db"
+    root.mkdir()
+    (root / "a.md").write_text("# A\n\nbody\n", encoding="utf-8")
+
+    def chattr(flag: str) -> bool:
+        done = subprocess.run(["chattr", flag, status_path(db)], capture_output=True)
+        return done.returncode == 0
+
+    daemon = DaemonProcess(root, db)
+    try:
+        daemon.wait_writing()
+        if not chattr("+i"):
+            pytest.skip("chattr +i is not available here")
+        app = make_app(root, db)
+        async with app.run_test(size=(160, 30)) as pilot:
+            bar = app.screen.query_one(StatusBar)
+            said = "cannot update the status file"
+            await wait_until(pilot, lambda: said in str(bar.render()), 20)
+            shown = str(bar.render())
+            assert "Operation not permitted" in shown and "`chattr -i -a`" in shown, shown
+            assert "idx\\x1b[2J" in shown and "\x1b" not in shown, shown
+            assert "daemon writing" in shown and "not updating" not in shown, shown
+    finally:
+        chattr("-i")
+        assert daemon.stop() == 0, daemon.log
+
+
 async def test_a_preview_replaced_before_it_scrolled_to_its_passage(tmp_path: Path) -> None:
     """Showing a cited passage scrolls to it after the next refresh; when another preview (a
     refresh of the index, the next highlight) replaced it first, that scroll looked up a row of
