@@ -1006,7 +1006,7 @@ class Daemon:
         """Stop watching, let an in-flight reconcile commit (bounded), close, free the lock."""
         if watch is not None:
             watch.stop()
-        done = self._writer.submit(self._last_close)
+        done = self._after_writer(self._last_close)
         try:
             done.result(timeout=DAEMON_SHUTDOWN_S)
         except TimeoutError:  # concurrent.futures raises the built-in one (3.11+)
@@ -1017,13 +1017,38 @@ class Daemon:
                 " freed when it is done",
                 DAEMON_SHUTDOWN_S,
             )
-            self._writer.submit(self._stopped)
+            self._after_writer(self._stopped)
             self._writer.shutdown(wait=False)
             return
         except Exception:
             log.exception("closing the index failed")
         self._writer.shutdown(wait=False)
         self._stopped()
+
+    def _after_writer(self, step: Callable[[], None]) -> Future[None]:
+        """Run a last step of the stop on the writer thread, after what is queued there; when the
+        writer no longer takes work, wait for it to end and run the step on this thread.
+
+        `_finish` is not alone in stopping the writer: at interpreter exit Python stops every
+        executor's thread before it joins this (non-daemon) one. A program that ended without
+        `wait_stopped` (the terminal app with its watcher, a Pilot script) had the last close
+        refused with a RuntimeError traceback, the index left open with its mark of a write
+        under way, and a status file still saying `watching`. The step runs once the writer's
+        last one has ended, so the store is never used by two threads at once.
+        """
+        try:
+            return self._writer.submit(step)
+        except RuntimeError:  # shut down (see above)
+            pass
+        self._writer.shutdown(wait=True)  # unbounded: Python's exit waits for it as long
+        done: Future[None] = Future()
+        try:
+            step()
+        except Exception as exc:  # said by the waiter, as a step run by the writer would be
+            done.set_exception(exc)
+        else:
+            done.set_result(None)
+        return done
 
     def _left_behind(self) -> tuple[str | None, str | None]:
         """Why the index is not up to date as the daemon stops, and what to do; (None, None)

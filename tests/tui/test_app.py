@@ -14,6 +14,7 @@ import pytest
 from textual.widgets import OptionList
 
 from markindex_core.library import Library
+from markindex_core.serve.status import read_status, read_status_file
 from markindex_tui.app import MarkindexApp
 from markindex_tui.screens.browse import BrowseScreen
 from markindex_tui.screens.build import BuildScreen
@@ -337,6 +338,46 @@ async def test_watch_never_reconciles_this_library_into_anothers_index(tmp_path:
         await settle(pilot)
         await wait_until(pilot, lambda: app.watch_label() == "watcher stopped")
     assert Library(a, db).store.document_paths() == ["a.md"]
+
+
+PILOT_AND_END = """
+import asyncio, sys
+from pathlib import Path
+from markindex_tui.testing import SIZE, make_app, settle, wait_until
+
+async def main() -> None:
+    app = make_app(Path(sys.argv[1]), watch=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await wait_until(pilot, lambda: app.watch_label() == "watching")
+
+asyncio.run(main())
+"""
+
+
+def test_watch_closes_the_index_when_the_program_ends_right_after_the_app(
+    indexed_sample: Library,
+) -> None:
+    """A program that closes the app with its watcher on and ends at once (a Pilot script
+    leaving `run_test`; `markindex tui --watch` quit with q) printed `RuntimeError: cannot
+    schedule new futures after shutdown` from the watcher's shutdown thread: at interpreter
+    exit Python stopped the writer thread before that thread queued its last close there. The
+    index was left open with the mark of a write under way, and the status file said the
+    daemon still watched, so `status` took it for killed. Now the close runs once the writer
+    has ended: no traceback, and the index and its status end as after any clean stop."""
+    root, db = indexed_sample.root, indexed_sample.db_path
+    done = subprocess.run(
+        [sys.executable, "-c", PILOT_AND_END, str(root)],
+        capture_output=True,
+        text=True,
+        timeout=45,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr and "RuntimeError" not in done.stderr, done.stderr
+    daemon = read_status_file(db)
+    assert daemon is not None and daemon["state"] == "stopped" and not daemon["writing"], daemon
+    status = read_status(Library(root))
+    assert status["unfinished_run"] is None and not status["not_updating"], status
 
 
 def test_core_stays_headless() -> None:
