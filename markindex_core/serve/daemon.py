@@ -43,6 +43,7 @@ import sys
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator
+from concurrent import futures
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -1007,9 +1008,7 @@ class Daemon:
         if watch is not None:
             watch.stop()
         done = self._after_writer(self._last_close)
-        try:
-            done.result(timeout=DAEMON_SHUTDOWN_S)
-        except TimeoutError:  # concurrent.futures raises the built-in one (3.11+)
+        if futures.wait([done], timeout=DAEMON_SHUTDOWN_S).not_done:
             # The writer is inside one long step. Freed now, the lock would let another writer
             # in before this one commits over it: it is freed when the writer is done.
             log.warning(
@@ -1017,13 +1016,27 @@ class Daemon:
                 " freed when it is done",
                 DAEMON_SHUTDOWN_S,
             )
-            self._after_writer(self._stopped)
+            for step in (done, self._after_writer(self._stopped)):
+                step.add_done_callback(self._say_failed)
             self._writer.shutdown(wait=False)
             return
-        except Exception:
-            log.exception("closing the index failed")
+        self._say_failed(done)  # before `_stopped`, so the final status holds it
         self._writer.shutdown(wait=False)
         self._stopped()
+
+    def _say_failed(self, step: Future[None]) -> None:
+        """Say a failed last step of the stop (the close, the final status) in one line of the
+        log and in status. It was a traceback on stderr, or, once the writer was left to finish
+        alone, nothing at all: nobody looked at its result."""
+        exc = step.exception()
+        if exc is None:
+            return
+        log.debug("the stop failed", exc_info=exc)
+        self._error(
+            "",
+            f"the live index did not stop cleanly ({type(exc).__name__}: {exc})",
+            level=logging.ERROR,
+        )
 
     def _after_writer(self, step: Callable[[], None]) -> Future[None]:
         """Run a last step of the stop on the writer thread, after what is queued there; when the
