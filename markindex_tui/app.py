@@ -170,4 +170,9 @@ def run(args: argparse.Namespace) -> int:
     """Entry point of `markindex tui` (see markindex_core/cli_tui.py)."""
     app = make_app(args.root, args.db, watch=args.watch)
     app.run()
+    if app.watcher is not None:  # its stop ends after the app's: the last write, the final status
+        app.watcher.wait_stopped()
+        failed = app.watcher.stop_error()
+        if failed is not None:
+            raise failed  # printed with its hint; exit 1
     return app.return_code or 0

@@ -47,7 +47,7 @@ def register(sub: Subparsers) -> None:
             ],
             "0 when it stopped on request (stdin closed, SIGTERM, SIGINT or Ctrl-C, SIGHUP); 1 "
             "when it could not start or could not go on (the library folder gone, another folder "
-            "behind its path);",
+            "behind its path), or its last write or status at the stop failed;",
             interrupted=None,
         ),
     )

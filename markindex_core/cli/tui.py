@@ -24,7 +24,7 @@ def register(sub: Subparsers) -> None:
         epilog=help_epilog(
             ["markindex tui ~/docs", "markindex tui ~/docs --watch"],
             "0 when the app was quit; 1 when it cannot run (no terminal, no such folder, the "
-            "index of another library).",
+            "index of another library), or its --watch watcher did not stop cleanly.",
         ),
     )
     add_library_args(p, json_help=LOG_JSON_HELP)

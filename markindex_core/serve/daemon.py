@@ -319,6 +319,9 @@ class Daemon:
         self.sweep_s = sweep_s if sweep_s is not None else DAEMON_SWEEP_S
         self.lock = WriterLock(lib.db_path)
         self.fatal: DaemonStopped | None = None
+        # Why the last step of a stop (the close, the final status) failed: the program that ran
+        # the daemon exits non-zero with it (see `stop_error`).
+        self.stop_failure: str | None = None
         self.ended = asyncio.Event()  # set (on the loop) when the daemon gives up: see `fatal`
         self._writer = ThreadPoolExecutor(1, thread_name_prefix="markindex-writer")
         self._store: _LiveStore | None = None  # writer thread only
@@ -1032,10 +1035,19 @@ class Daemon:
         if exc is None:
             return
         log.debug("the stop failed", exc_info=exc)
-        self._error(
-            "",
-            f"the live index did not stop cleanly ({type(exc).__name__}: {exc})",
-            level=logging.ERROR,
+        message = f"the live index did not stop cleanly ({type(exc).__name__}: {exc})"
+        self.stop_failure = self.stop_failure or message
+        self._error("", message, level=logging.ERROR)
+
+    def stop_error(self) -> DaemonStopped | None:
+        """After `wait_stopped`: why this daemon did not stop cleanly (its last step failed, or
+        is still running), None when it did. A program that ran it exits non-zero with it."""
+        if self.stop_failure is None and self.wait_stopped(timeout=0):
+            return None
+        return DaemonStopped(
+            self.stop_failure or "the live index was still writing when the program ended",
+            "run `markindex status` to see what the index holds; `markindex index ROOT` brings"
+            " it up to date",
         )
 
     def _after_writer(self, step: Callable[[], None]) -> Future[None]:
@@ -1498,8 +1510,9 @@ def run_daemon(
         main = live
     asyncio.run(_until_signal(main, daemon))
     daemon.wait_stopped()
-    if daemon.fatal is not None:
-        raise daemon.fatal
+    failed = daemon.fatal or daemon.stop_error()
+    if failed is not None:
+        raise failed
 
 
 def _stop_on_signals(loop: asyncio.AbstractEventLoop, stop: asyncio.Event) -> list[int]:

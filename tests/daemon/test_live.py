@@ -569,6 +569,21 @@ async def test_a_close_that_fails_at_stop_is_one_line_in_the_log_and_status(
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == [said]
     assert not [r for r in caplog.records if r.levelno >= logging.INFO and r.exc_info]
     assert final["errors"][-1]["error"] == said and not daemon.lock.held
+    failed = daemon.stop_error()  # what `markindex daemon` and `tui --watch` exit 1 with
+    assert failed is not None and failed.message == said
+    lib.close()
+
+
+async def test_a_clean_stop_leaves_no_stop_error(tmp_path: Path) -> None:
+    root = _lib(tmp_path, {"a.md": "# A\n\nalpha\n"})
+    lib = Library(root, tmp_path / "idx" / "index.db")
+    daemon = Daemon(lib)
+    task = await _first_reconcile_done(daemon)
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    assert await asyncio.to_thread(daemon.wait_stopped, 20)
+    assert daemon.stop_error() is None
     lib.close()
 
 
