@@ -236,10 +236,12 @@ class LibraryEvents(FileSystemEventHandler):
         # watch (unreadable) was made readable (see `_probe_watches`), or watchdog may have
         # recorded a folder move wrong (see `_misrecorded`).
         self.rewatch = ""
-        # Folder moves and folders made just now, oldest first: src -> (dest, monotonic time),
-        # path -> ("", monotonic time).
+        # Just now, oldest first, each path -> (a path or "", monotonic time): folder moves
+        # (src -> dest), folders that appeared (made, or moved there), and those of them moved
+        # away again (src -> dest).
         self._moved: dict[str, tuple[str, float]] = {}
         self._made: dict[str, tuple[str, float]] = {}
+        self._vacated: dict[str, tuple[str, float]] = {}
 
     def on_any_event(self, event: FileSystemEvent) -> None:
         try:
@@ -256,9 +258,7 @@ class LibraryEvents(FileSystemEventHandler):
             if isinstance(event, DirAttribEvent) and refused_watch(os.fsdecode(event.src_path)):
                 folder = os.fsdecode(event.src_path)
                 self.rewatch = f"{folder} was made readable: watching it from now on"
-            if isinstance(event, DirCreatedEvent):
-                _note(self._made, os.fsdecode(event.src_path), "", time.monotonic())
-            if isinstance(event, DirMovedEvent) and (why := self._misrecorded(event)):
+            if why := self._misrecorded(event):
                 self.rewatch = why
             dest = getattr(event, "dest_path", "")
             # A closed file, or one renamed into place, is complete: no need to wait long.
@@ -269,31 +269,59 @@ class LibraryEvents(FileSystemEventHandler):
         except Exception:  # never let a surprise kill watchdog's thread
             log.exception("could not handle %r", event)
 
-    def _misrecorded(self, event: DirMovedEvent) -> str:
-        """Why the watcher must start again after this folder move, or "": watchdog keeps a
-        record of which folder each watch is on, and two quick changes make it wrong for good.
+    def _misrecorded(self, event: FileSystemEvent) -> str:
+        """Why the watcher must start again after this event, or "": watchdog keeps a record
+        of which folder each watch is on, and two quick changes make it wrong for good.
 
         - A swap: `mv --exchange A B` (renameat2 RENAME_EXCHANGE) comes as two moves, A to B
           then B to A. watchdog moves its record of A's watches onto B's path, then everything
           under B's path (A's watches among them) back onto A's: each folder's later events
           carry the other's name, and deleting one kills watchdog's event thread (a KeyError
           in its records). A plain move there and back looks the same.
-        - A folder made and moved away while another takes its name (`mkdir A; mv A B;
-          mkdir A`) before watchdog reads the first event: it watches the second A for the
-          first, then moves that record to B, and the folder at B has no watch at all. A folder
-          moved soon after it was made, when its old path is a folder again, looks the same.
+        - A folder that appeared (made, or moved there), moved away, and whose name was taken
+          again (`mkdir A; mv A B; mkdir A`, then maybe `rmdir A` or `mv A C`) before watchdog
+          read the first event: it watches whatever is at A then, the second A, for the first;
+          the move carries that record to B, and the folder at B has no watch at all (and once
+          the second A is gone, no record either). By the time this handler sees the move, A
+          may be gone again: the event that took the name back is what tells.
 
         A look-alike costs a restart of the watcher, and a full reconcile."""
-        src, dest = os.fsdecode(event.src_path), os.fsdecode(event.dest_path)
         now = time.monotonic()
-        _forget_old(self._moved, now)
-        _forget_old(self._made, now)
+        for seen in (self._moved, self._made, self._vacated):
+            _forget_old(seen, now)
+        why = self._name_taken_again(event)
+        if isinstance(event, DirMovedEvent):
+            why = self._folder_moved(event, now) or why
+        if isinstance(event, DirCreatedEvent | DirMovedEvent):
+            _note(self._made, _arrived(event), "", now)
+        return why
+
+    def _name_taken_again(self, event: FileSystemEvent) -> str:
+        """Why the watcher must start again when this event puts something at the path of a
+        folder that appeared and moved away just now (see `_misrecorded`), else ""."""
+        if not isinstance(
+            event, FileCreatedEvent | DirCreatedEvent | FileMovedEvent | DirMovedEvent
+        ):
+            return ""
+        path = _arrived(event)
+        left = self._vacated.pop(path, None)
+        if left is None:
+            return ""
+        return (
+            f"a folder moved from {path} to {left[0]} just after it appeared there, and {path}"
+            " was taken again: watching the library again"
+        )
+
+    def _folder_moved(self, event: DirMovedEvent, now: float) -> str:
+        """Note a folder move; why the watcher must start again when it undoes one just seen
+        (a swap, see `_misrecorded`), else ""."""
+        src, dest = os.fsdecode(event.src_path), os.fsdecode(event.dest_path)
         undone = self._moved.pop(dest, None)
         if undone is not None and undone[0] == src:
             return f"{dest} and {src} swapped places: watching the library again"
         _note(self._moved, src, dest, now)
-        if self._made.pop(src, None) is not None and os.path.isdir(src):
-            return f"{src} was made, moved to {dest} and made again: watching the library again"
+        if self._made.pop(src, None) is not None:
+            _note(self._vacated, src, dest, now)
         return ""
 
     def _mark(self, raw: str | bytes, is_dir: bool, *, settled: bool = False) -> None:
@@ -374,6 +402,12 @@ def _probe_watches() -> None:
 
     inotify_c.inotify_add_watch = add_watch
     _survive_swaps()
+
+
+def _arrived(event: FileSystemEvent) -> str:
+    """The path where this created or moved file or folder is now."""
+    moved = isinstance(event, FileMovedEvent | DirMovedEvent)
+    return os.fsdecode(event.dest_path if moved else event.src_path)
 
 
 def _forget_old(seen: dict[str, tuple[str, float]], now: float) -> None:

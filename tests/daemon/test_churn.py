@@ -11,6 +11,7 @@ import errno
 import os
 import shutil
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -167,6 +168,112 @@ def test_a_folder_made_and_moved_away_while_another_takes_its_name_stays_watched
             (root / f"out{i}" / "x.md").write_text(f"# X\n\nzebra {i}\n", encoding="utf-8")
             (root / f"tmp{i}" / "y.md").write_text(f"# Y\n\nzebra {i}\n", encoding="utf-8")
         want = {f"out{i}/x.md" for i in range(5)} | {f"tmp{i}/y.md" for i in range(5)}
+        wait_for(lambda: find(d.db, root, "zebra") == want, timeout=15)
+        _wait_idle(d)
+        _assert_equal_to_fresh_build(d, tmp_path)
+
+
+def _inotify_watched(pid: int) -> set[int]:
+    """The inodes the inotify instances of process `pid` watch (its /proc fdinfo)."""
+    inodes = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{fd}") != "anon_inode:inotify":
+                continue
+            lines = Path(f"/proc/{pid}/fdinfo/{fd}").read_text().splitlines()
+        except OSError:  # closed meanwhile
+            continue
+        for line in lines:
+            if line.startswith("inotify wd:"):
+                inodes.add(int(line.split("ino:")[1].split()[0], 16))
+    return inodes
+
+
+def _keep_watchdog_reading(root: Path, renames: int = 2000) -> None:
+    """Rename a file that is not Markdown back and forth: nothing to index, but watchdog reads
+    each event, so the events right after these are read in one go, well after they happened."""
+    path = root / "f" / "x.txt"
+    for i in range(renames):
+        path = path.rename(path.with_name(f"x{i % 2}.txt"))
+
+
+Race = Callable[[Path], tuple[Path, Callable[[], None], Path]]
+
+
+def _made_moved_made_removed(root: Path) -> tuple[Path, Callable[[], None], Path]:
+    (root / "a").mkdir()
+    (root / "a" / "m.md").write_text("# M\n\nnarwhal\n", encoding="utf-8")
+    (root / "a").rename(root / "b")
+    (root / "a").mkdir()
+    return root / "a", (root / "a").rmdir, root / "b"
+
+
+def _made_moved_made_moved_on(root: Path) -> tuple[Path, Callable[[], None], Path]:
+    taken, _, moved = _made_moved_made_removed(root)
+    return taken, lambda: taken.rename(root / "c"), moved
+
+
+def _nested_made_moved_made_removed(root: Path) -> tuple[Path, Callable[[], None], Path]:
+    (root / "a" / "sub").mkdir(parents=True)
+    (root / "a" / "sub" / "m.md").write_text("# M\n\nnarwhal\n", encoding="utf-8")
+    (root / "a").rename(root / "b")
+    (root / "a").mkdir()
+    return root / "a", (root / "a").rmdir, root / "b" / "sub"
+
+
+def _moved_twice_middle_name_made_removed(root: Path) -> tuple[Path, Callable[[], None], Path]:
+    (root / "a").mkdir()
+    (root / "a" / "m.md").write_text("# M\n\nnarwhal\n", encoding="utf-8")
+    (root / "a").rename(root / "b")
+    (root / "b").rename(root / "c")
+    (root / "b").mkdir()
+    return root / "b", (root / "b").rmdir, root / "c"
+
+
+def _made_moved_file_made_removed(root: Path) -> tuple[Path, Callable[[], None], Path]:
+    (root / "a").mkdir()
+    (root / "a" / "m.md").write_text("# M\n\nnarwhal\n", encoding="utf-8")
+    (root / "a").rename(root / "b")
+    (root / "a").write_text("not a folder\n", encoding="utf-8")
+    return root / "a", (root / "a").unlink, root / "b"
+
+
+@pytest.mark.parametrize(
+    "race",
+    [
+        _made_moved_made_removed,
+        _made_moved_made_moved_on,
+        _nested_made_moved_made_removed,
+        _moved_twice_middle_name_made_removed,
+        _made_moved_file_made_removed,
+    ],
+    ids=["removed", "moved-on", "nested", "moved-twice", "file"],
+)
+def test_a_folder_whose_old_name_was_taken_for_a_moment_stays_watched(
+    tmp_path: Path, race: Race
+) -> None:
+    """`mkdir a; mv a b; mkdir a; rmdir a` (or `mv a c` last, or a file taking the name),
+    quicker than watchdog reads its events: watchdog, handling 'a was made', watched the second
+    `a`; the move carried that watch's record to `b`, and the second `a` took it along when it
+    went. `b` had no watch: nothing written there was ever indexed, and status said "watching".
+    The fix for `mkdir a; mv a b; mkdir a` looked for a folder at `a` when the move was
+    handled, which the last step had removed by then.
+
+    The order is made certain: watchdog is kept reading other events, so it handles 'a was
+    made' once the second `a` is there (it is seen watched, in /proc), and the last step
+    comes before it hands on the move. `m.md` indexed at its new path says the move was
+    handled; a file written beside it afterwards must reach the index too."""
+    root = _lib(tmp_path, {"a.md": "# A\n\nwalrus\n", "f/x.txt": "x\n"})
+    with running_daemon(root, tmp_path / "idx" / "index.db") as d:
+        _keep_watchdog_reading(root)
+        taken, finish, moved = race(root)
+        second = os.stat(taken).st_ino
+        wait_for(lambda: second in _inotify_watched(d.proc.pid), timeout=20, interval=0.001)
+        finish()
+        marker = str((moved / "m.md").relative_to(root))
+        wait_for(lambda: find(d.db, root, "narwhal") == {marker}, timeout=20)
+        (moved / "x.md").write_text("# X\n\nzebra\n", encoding="utf-8")
+        want = {str((moved / "x.md").relative_to(root))}
         wait_for(lambda: find(d.db, root, "zebra") == want, timeout=15)
         _wait_idle(d)
         _assert_equal_to_fresh_build(d, tmp_path)
