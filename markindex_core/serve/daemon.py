@@ -351,6 +351,7 @@ class Daemon:
         self._full_at = time.monotonic()  # the last full reconcile ended (see `_sweep_when_idle`)
         self._stopper: threading.Thread | None = None
         self._busy_at_stop = False  # a reconcile was under way when the stop began
+        self._unread_at_stop = 0  # file events the watcher had not handed on when it stopped
         self._tidied_for: float | None = None
         self._catching_up: asyncio.Future[None] | None = None  # a slice of summaries, if any
         self._tidying: asyncio.Task[None] | None = None  # the idle merge of FTS segments
@@ -374,7 +375,9 @@ class Daemon:
             "heartbeat_at": time.time(),
             "observer": None,
             "notice": "",
-            "queue": 0,
+            "queue": 0,  # changes waiting: dirty paths, and `events_waiting`
+            "events_waiting": 0,  # file events the watcher has still to hand on (a burst)
+            "events_waiting_since": None,  # since when there have been some, without a break
             "busy": False,
             "progress": None,
             "progress_at": None,  # when the reconcile under way last got a file further
@@ -691,13 +694,34 @@ class Daemon:
                 self._session.cancel()
             elif self._rewatch_needed() and self._session is not None:
                 self._session.cancel()  # the next session watches it, and reconciles all
-            if time.monotonic() - self._published_at >= DAEMON_HEARTBEAT_S:
+            if self._backlog_changed() or (
+                time.monotonic() - self._published_at >= DAEMON_HEARTBEAT_S
+            ):
                 self._publish()
             self._poll_linked_soon()
             self._sweep_when_idle()
             self._tidy_when_idle()
             await self._catch_up_when_idle()
             self._check_when_idle()
+
+    def _note_backlog(self) -> int:
+        """Put the watcher's backlog in status (`events_waiting`, see `WatchHandle.backlog`, and
+        since when it has had some, as far as these looks can tell: one every guard tick at
+        least). Read before the coalescer's queue: an event passing from one to the other
+        meanwhile is then counted twice rather than missed."""
+        watch = self._watch
+        waiting = watch.backlog() if watch is not None else 0
+        with self._status_lock:
+            was = self._status["events_waiting_since"]
+            since = (was or round(time.time(), 3)) if waiting else None
+            self._status.update(events_waiting=waiting, events_waiting_since=since)
+        return waiting
+
+    def _backlog_changed(self) -> bool:
+        """The watcher's backlog began or drained since status last said: a burst is read far
+        slower than it is made, and until then status said "watching", nothing queued."""
+        was = bool(self._get("events_waiting"))
+        return bool(self._note_backlog()) != was
 
     def _poll_linked_soon(self) -> None:
         """Run `_poll_linked` on the writer thread (a stat may block, the event loop must not),
@@ -1009,6 +1033,7 @@ class Daemon:
     def _finish(self, watch: WatchHandle | None) -> None:
         """Stop watching, let an in-flight reconcile commit (bounded), close, free the lock."""
         if watch is not None:
+            self._unread_at_stop = watch.backlog()  # dropped by the stop: said by `_stopped`
             watch.stop()
         done = self._after_writer(self._last_close)
         if futures.wait([done], timeout=DAEMON_SHUTDOWN_S).not_done:
@@ -1088,11 +1113,14 @@ class Daemon:
         whole = rules or (full and needed)
         if fatal is not None:
             return fatal.message, fatal.hint
-        if whole or paths:
+        unread = self._unread_at_stop
+        if whole or paths or unread:
             left = (
                 "a reconcile of the whole library unfinished"
                 if whole
                 else f"{paths} changed path{'s' if paths > 1 else ''} not yet indexed"
+                if paths
+                else f"about {unread} file event{'s' if unread > 1 else ''} not yet read"
             )
             return (
                 f"it was asked to stop with {left}",
@@ -1431,10 +1459,12 @@ class Daemon:
     def _publish(self) -> None:
         """Write this daemon's record, and the status file beside the index when it owns it."""
         self._published_at = time.monotonic()
+        beat = round(time.time(), 3)  # before the backlog is read: it is at least that recent
+        waiting = self._note_backlog()
         with self._status_lock:
-            self._status["heartbeat_at"] = round(time.time(), 3)
+            self._status["heartbeat_at"] = beat
             if self._coalescer is not None:
-                self._status["queue"] = self._coalescer.pending
+                self._status["queue"] = waiting + self._coalescer.pending
                 if self._coalescer.last_event_at:
                     self._status["last_event_at"] = self._coalescer.last_event_at
             data = copy.deepcopy(self._status)

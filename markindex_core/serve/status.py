@@ -297,10 +297,14 @@ def read_status(lib: Library, *, compare_folder: bool = False) -> dict[str, Any]
             None), progress_at (float: when it last got a file further; a reconcile quiet for
             RUN_STALL_SECONDS is not updating), heartbeat_at (float), heartbeat_age (float s, computed),
             started_at (float), observer ("inotify" | "polling" | …), notice (str, e.g. the
-            polling fallback reason), queue (int, dirty paths waiting), busy (bool, reconciling
-            now), last_event_at (float), last_reconcile_at (float, end of the last reconcile),
-            last_reconcile_started_at (float), last_reconcile_seconds (float), reconciles (int),
-            last_batch ({paths, added, updated, removed, skipped, full}), error_count (int),
+            polling fallback reason), queue (int, changes waiting: dirty paths, and
+            events_waiting), events_waiting (int, about how many file events the watcher has
+            seen and not yet handed on: a burst is read far slower than it is made),
+            events_waiting_since (float | None: since when it has had some without a break;
+            past DAEMON_SLOW_RECONCILE_S warned about as catching up, not a stop), busy (bool,
+            reconciling now), last_event_at (float), last_reconcile_at (float, end of the last
+            reconcile), last_reconcile_started_at (float), last_reconcile_seconds (float),
+            reconciles (int), last_batch ({paths, added, updated, removed, skipped, full}), error_count (int),
             errors (list[{at, path, error}], most recent last),
             status_file_error, status_file_hint (str | None): why the daemon cannot update the
             status file beside the index, and what to do (readers that see only that file, such
@@ -479,14 +483,6 @@ def _staleness(daemon: dict[str, Any]) -> tuple[bool, str | None]:
         # A retry's reconcile keeps the reason of the failure until it succeeds.
         why = f"{reason}" + (f" ({hint})" if hint else "")
         return True, f"the live index is not updating: {why}{since}"
-    unreadable = daemon.get("unreadable") or []
-    if unreadable and state == "watching":
-        count = int(daemon.get("unreadable_count") or len(unreadable))
-        more = f" and {count - 1} more" if count > 1 else ""
-        return False, (
-            f"part of the library cannot be read ({unreadable[0]}{more}): the index keeps what"
-            " it held there, and changes there are missed until it can be read"
-        )
     quiet = _quiet_for(daemon)
     if quiet is not None:
         progress = daemon.get("progress") or {}
@@ -495,6 +491,22 @@ def _staleness(daemon: dict[str, Any]) -> tuple[bool, str | None]:
             f"the live index is not updating: its reconcile has made no progress for"
             f" {quiet / 60:.0f} min{where}, and may hang (a file system that stopped answering?):"
             f" restart the daemon" + since
+        )
+    behind = _behind_for(daemon)
+    if behind is not None and state in ("watching", "reconciling"):
+        waiting = int(daemon.get("events_waiting") or 0)
+        events = f"about {waiting} file event{'s' if waiting > 1 else ''}"
+        return False, (
+            f"the live index is catching up: {events} still to be read, after {behind:.0f} s"
+            f" of a burst of changes{since}"
+        )
+    unreadable = daemon.get("unreadable") or []
+    if unreadable and state == "watching":
+        count = int(daemon.get("unreadable_count") or len(unreadable))
+        more = f" and {count - 1} more" if count > 1 else ""
+        return False, (
+            f"part of the library cannot be read ({unreadable[0]}{more}): the index keeps what"
+            " it held there, and changes there are missed until it can be read"
         )
     if not daemon.get("reconciles") and state in ("starting", "reconciling"):
         return False, "the live index is catching up with the folder after its start" + since
@@ -508,6 +520,18 @@ def _staleness(daemon: dict[str, Any]) -> tuple[bool, str | None]:
             f"{time.time() - started:.0f} s{done}" + since
         )
     return False, None
+
+
+def _behind_for(daemon: dict[str, Any]) -> float | None:
+    """How long the watcher has had file events it has not handed on (`events_waiting`), when
+    that is over DAEMON_SLOW_RECONCILE_S; else None. A burst (a checkout, thousands of renames)
+    is read far slower than it is made; a backlog of a moment is keeping up, as a quick
+    reconcile is."""
+    since = _float(daemon.get("events_waiting_since"))
+    if not daemon.get("events_waiting") or since is None:
+        return None
+    behind = time.time() - since
+    return behind if behind > DAEMON_SLOW_RECONCILE_S else None
 
 
 def _quiet_for(daemon: dict[str, Any]) -> float | None:

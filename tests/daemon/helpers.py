@@ -124,6 +124,15 @@ def make_lib(parent: Path, files: dict[str, str]) -> Path:
     return root
 
 
+def keep_watchdog_reading(root: Path, renames: int) -> None:
+    """Rename `root/f/x.txt` (not Markdown) back and forth: nothing to index, but watchdog reads
+    each event, far slower than they are made (2000 renames: about a second), so the events
+    right after these are read in one go, well after they happened."""
+    path = root / "f" / "x.txt"
+    for i in range(renames):
+        path = path.rename(path.with_name(f"x{i % 2}.txt"))
+
+
 def find(db: Path, root: Path, query: str) -> set[str]:
     """Paths of documents a fresh read connection finds for `query`."""
     lib = Library(root, db)

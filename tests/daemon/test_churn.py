@@ -24,6 +24,7 @@ from .helpers import (
     find,
     fresh_build,
     index_snapshot,
+    keep_watchdog_reading,
     running_daemon,
     wait_for,
 )
@@ -189,14 +190,6 @@ def _inotify_watched(pid: int) -> set[int]:
     return inodes
 
 
-def _keep_watchdog_reading(root: Path, renames: int = 2000) -> None:
-    """Rename a file that is not Markdown back and forth: nothing to index, but watchdog reads
-    each event, so the events right after these are read in one go, well after they happened."""
-    path = root / "f" / "x.txt"
-    for i in range(renames):
-        path = path.rename(path.with_name(f"x{i % 2}.txt"))
-
-
 Race = Callable[[Path], tuple[Path, Callable[[], None], Path]]
 
 
@@ -265,7 +258,7 @@ def test_a_folder_whose_old_name_was_taken_for_a_moment_stays_watched(
     handled; a file written beside it afterwards must reach the index too."""
     root = _lib(tmp_path, {"a.md": "# A\n\nwalrus\n", "f/x.txt": "x\n"})
     with running_daemon(root, tmp_path / "idx" / "index.db") as d:
-        _keep_watchdog_reading(root)
+        keep_watchdog_reading(root, 2000)
         taken, finish, moved = race(root)
         second = os.stat(taken).st_ino
         wait_for(lambda: second in _inotify_watched(d.proc.pid), timeout=20, interval=0.001)

@@ -20,7 +20,7 @@ from markindex_core.store.db import Store
 from markindex_core.store.lock import WriterLock
 from tests.unprivileged import AS_NOBODY, CHILD_ENV
 
-from .helpers import DaemonProcess, wait_for
+from .helpers import DaemonProcess, find, keep_watchdog_reading, wait_for
 from .helpers import make_lib as _lib
 
 
@@ -286,6 +286,74 @@ def test_a_daemon_stopped_with_changes_pending_says_they_are_not_indexed(tmp_pat
     assert _status_code(root, db) == 0 and "warning" not in _search(root, db, "bravo").stderr
 
 
+def _idle(st: dict[str, Any]) -> bool:
+    """What a status reader takes for "up to date"."""
+    return st.get("state") == "watching" and not st.get("busy") and st.get("queue") == 0
+
+
+def test_status_says_the_daemon_is_catching_up_while_a_burst_is_read(tmp_path: Path) -> None:
+    """A burst of renames is made far quicker than watchdog reads it (7000 here: 0.3 s to make,
+    about 3 s to read), and until its events reach the daemon nothing showed them: status said
+    "watching", queue 0, no warning, while a Markdown file written last was not indexed.
+
+    Every status published after the burst must say the daemon is behind (its queue holds
+    the events still to be read) until that file is indexed, and one published while the burst
+    was read says how many and since when. (A status is judged by when it was published,
+    before the index was seen without the file.) Past DAEMON_SLOW_RECONCILE_S of it, answers
+    and `markindex status` warn that it is catching up (see
+    test_stale_warning_says_what_keeps_the_index_behind). 7000 renames make 14 000 events:
+    under the kernel's default queue of 16 384, so none is lost."""
+    root = _lib(tmp_path, {"a.md": "# A\n\nalpha\n", "f/x.txt": "x\n"})
+    d = DaemonProcess(root, tmp_path / "idx" / "index.db")
+    d.wait_writing()
+    beat = d.status()["heartbeat_at"]
+    # A heartbeat just now: the next, DAEMON_HEARTBEAT_S away, comes while the burst is read,
+    # and with nothing else to publish that is all a reader saw then.
+    wait_for(lambda: d.status()["heartbeat_at"] > beat, timeout=10)
+    began = time.time()
+    keep_watchdog_reading(root, 7000)
+    (root / "last.md").write_text("# Last\n\nbravo\n", encoding="utf-8")
+    ended = time.time()
+    seen: list[dict[str, Any]] = []
+    false_claims: list[dict[str, Any]] = []
+
+    def indexed() -> bool:
+        looked = time.time()
+        if find(d.db, root, "bravo") == {"last.md"}:
+            return True
+        st = d.status()
+        if st["heartbeat_at"] >= began:
+            seen.append(st)
+        if ended + 0.01 <= st["heartbeat_at"] <= looked and _idle(st):
+            false_claims.append(st)
+        return False
+
+    try:
+        wait_for(indexed, timeout=60, interval=0.05)
+    finally:
+        assert d.stop() == 0, d.log
+    assert not false_claims, false_claims[0]
+    behind = [st for st in seen if st.get("events_waiting") and st["queue"] > 0]
+    assert behind and behind[0]["events_waiting_since"] >= began, seen[-1:]
+
+
+def test_a_daemon_stopped_while_a_burst_is_read_says_it_was_not_read(tmp_path: Path) -> None:
+    """A stop while watchdog still read a burst drops the events it had not handed on: status
+    said "stopped", exit 0, as if the index had all of them."""
+    root = _lib(tmp_path, {"a.md": "# A\n\nalpha\n", "f/x.txt": "x\n"})
+    db = tmp_path / "idx" / "index.db"
+    d = DaemonProcess(root, db)
+    d.wait_writing()
+    keep_watchdog_reading(root, 7000)
+    (root / "last.md").write_text("# Last\n\nbravo\n", encoding="utf-8")
+    wait_for(lambda: d.status().get("events_waiting"), timeout=10)
+    assert d.stop() == 0, d.log
+    st, text = _status(root, db)
+    assert "file events not yet read" in st["daemon"]["state"], st
+    assert st["daemon"]["ended"] and st["not_updating"], st
+    assert "no longer kept live" in " ".join(text.split()) and _status_code(root, db) == 2, text
+
+
 def test_a_daemon_stopped_while_a_big_file_parses_stops_at_once(tmp_path: Path) -> None:
     """A big file used to be parsed in the daemon's own process, which a stop cannot interrupt:
     the stop gave up waiting after 20 s, freed the writer lock, and the parse then committed the
@@ -334,6 +402,13 @@ def test_stale_warning_says_what_keeps_the_index_behind() -> None:
     catching_up = {**lost, "catching_up": True}
     assert "catching up: file events were lost" in (stale_warning(catching_up) or "")
     assert not not_updating({**catching_up, "alive": True, "unresponsive": False})
+    for state in (base, quick):  # a burst still read: behind, between reconciles and during
+        burst = {**state, "events_waiting": 5000, "events_waiting_since": now - 1}
+        assert stale_warning(burst) is None  # a moment's backlog is keeping up
+        burst["events_waiting_since"] = now - 8
+        w = stale_warning(burst) or ""
+        assert "catching up: about 5000 file events still to be read, after 8 s" in w, w
+        assert not not_updating({**burst, "alive": True, "unresponsive": False})
 
 
 def test_an_index_built_by_another_version_says_it_will_be_rebuilt(tmp_path: Path) -> None:
