@@ -126,7 +126,7 @@ TITLE_MATCH_DEPTH = 20  # the best candidates whose own section title is compare
 TITLE_MATCH_WEIGHT = 0.12  # … each raised by this × (title precision × √recall), IDF-weighted
 QUANTITY_DEPTH = 20  # for an English question asking for a quantity, the best candidates …
 QUANTITY_WEIGHT = 0.15  # … that state a number are raised by this much
-TERM_RARITY_CACHE = 50_000  # words whose passage IDF a searcher keeps (then starts over)
+TERM_RARITY_CACHE = 50_000  # words whose passage count a searcher keeps (then starts over)
 
 # ----- Passages: the evidence units (passages.py) ------------------------------------------------
 PASSAGE_MIN_TOKENS = 12  # shorter blocks (a bold label, a heading) join the next block

@@ -21,6 +21,7 @@ from markindex_core.search.rerank import (
     states_quantity,
     title_match,
 )
+from markindex_core.store.search_queries import SearchQueries
 
 
 def _filler(n: int) -> str:
@@ -225,6 +226,35 @@ def test_word_rarity_follows_the_index_as_it_changes(tmp_path: Path) -> None:
     lib.index()
     lib.search("gardening")
     assert lib.searcher() is searcher and searcher._rarity("zebra") > 0
+    lib.close()
+
+
+def test_each_word_is_counted_once_per_snapshot(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Counting a word's passages walks all of them (milliseconds for a common word in a large
+    library): the choice of ranking words and the title match share one count per word, and the
+    next search of the same index counts nothing again; after a write, it counts anew."""
+    root = tmp_path / "lib"
+    root.mkdir()
+    lib = _indexed_with_notes(root)
+    counted: list[str] = []
+    count = SearchQueries.passage_doc_frequency
+
+    def spy(self: SearchQueries, term: str) -> int:
+        counted.append(term)
+        return count(self, term)
+
+    monkeypatch.setattr(SearchQueries, "passage_doc_frequency", spy)
+    question = "which gardening note talks about roses tulips and daisies"
+    first = lib.search(question).hits
+    assert counted and len(counted) == len(set(counted))
+    counted.clear()
+    assert lib.search(question).hits == first and counted == []
+    (root / "r.md").write_text("# Roses\n\nRoses in the garden.\n", encoding="utf-8")
+    lib.index()
+    lib.search(question)
+    assert "rose" in counted
     lib.close()
 
 
