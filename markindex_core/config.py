@@ -104,6 +104,7 @@ NODE_CANDIDATES = 500
 PASSAGE_CANDIDATES = 600
 POSTINGS_BUDGET = 20_000  # ranking uses the rarest query words whose passages add up to this …
 MIN_RANKED_WORDS = 3  # … but always at least this many words
+RARE_WORD_POSTINGS = 200  # … and every word (whole) in at most this many passages
 STRICT_ENOUGH = 3  # fewer strict hits than this triggers the relaxed pass
 MAX_QUERY_GROUPS = 32
 SNIPPET_CHARS = 200

@@ -29,6 +29,7 @@ from markindex_core.config import (
     NODE_SHARE,
     PASSAGES_PER_NODE,
     POSTINGS_BUDGET,
+    RARE_WORD_POSTINGS,
     SEARCH_DEFAULT_LIMIT,
     SEARCH_MAX_LIMIT,
     SNIPPET_CHARS,
@@ -224,7 +225,7 @@ class Searcher:
         for i in sorted(range(len(groups)), key=lambda i: full[i]):
             if len(chosen) < MIN_RANKED_WORDS or spent + full[i] <= POSTINGS_BUDGET:
                 chosen[i], spent = exprs[i], spent + full[i]
-            elif spent + whole[i] <= POSTINGS_BUDGET:
+            elif spent + whole[i] <= POSTINGS_BUDGET or whole[i] <= RARE_WORD_POSTINGS:
                 chosen[i], spent = _quote(groups[i][0]), spent + whole[i]
         return [chosen[i] for i in sorted(chosen)]
 

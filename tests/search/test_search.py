@@ -366,3 +366,31 @@ def test_the_python_api_takes_a_scope_as_the_tools_do(tmp_path: Path) -> None:
         assert [h.doc_path for h in lib.search("espresso", doc_path=doc).hits] == [note], doc
     assert lib.search("espresso", folder="nowhere").hits == []
     lib.close()
+
+
+def test_a_rare_word_is_ranked_by_when_common_words_fill_the_budget(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ranking keeps the rarest query words while their passages fit a budget, and at least
+    three. When those three alone were over it, a word in a handful of passages was dropped too
+    if its parts were common (`deviceClasses`: device, class): on a library ten times the
+    corpus such a question lost the one word that named its answer. A word that rare costs
+    nothing to rank by, and is kept."""
+    from markindex_core.search import searcher
+
+    root = tmp_path / "lib"
+    root.mkdir()
+    for n in range(30):
+        (root / f"common{n}.md").write_text(
+            f"# Common {n}\n\nalpha beta gamma about a device and its class {n}.\n",
+            encoding="utf-8",
+        )
+    (root / "answer.md").write_text(
+        "# Answer\n\nThe deviceClasses field lists what may be claimed.\n", encoding="utf-8"
+    )
+    lib = Library(root)
+    lib.index()
+    monkeypatch.setattr(searcher, "POSTINGS_BUDGET", 10)  # the three common words fill it
+    hits = lib.search("alpha beta gamma deviceClasses").hits
+    assert "answer.md" in [h.doc_path for h in hits[:3]], [h.doc_path for h in hits]
+    lib.close()
