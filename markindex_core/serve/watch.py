@@ -420,9 +420,14 @@ _STOP_RACE = "InotifyEmitter.queue_events() called when the thread is inactive"
 
 
 def _stop_race_at_debug(record: logging.LogRecord) -> bool:
-    """watchdog's stop race (see `_STOP_RACE`) logged at debug level; every other line as is."""
+    """watchdog's stop race (see `_STOP_RACE`) logged at debug level; every other line as is.
+
+    Relabelled only, the record still reached the handlers: the stderr handler of every
+    command takes all levels (its loggers choose), so the stop printed it all the same, as a
+    DEBUG line. It goes on only where its logger shows debug lines, as `logger.debug` would."""
     if record.levelno > logging.DEBUG and record.getMessage() == _STOP_RACE:
         record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+        return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
     return True
 
 

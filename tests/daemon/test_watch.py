@@ -6,6 +6,8 @@ import asyncio
 import errno
 import logging
 import os
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -203,3 +205,29 @@ def test_watchdogs_stop_race_is_logged_at_debug_level(caplog: pytest.LogCaptureF
         ("InotifyEmitter.queue_events() called when the thread is inactive", logging.DEBUG),
         ("something else went wrong", logging.ERROR),
     ]
+
+
+@pytest.mark.parametrize("verbose", [False, True], ids=["quiet", "verbose"])
+def test_watchdogs_stop_race_is_not_printed_by_a_command(verbose: bool) -> None:
+    """Relabelled DEBUG, the record still reached the stderr handler every command installs
+    (it takes all levels): the stop printed it as a DEBUG line. It is printed only where
+    watchdog's debug lines are, as a `logger.debug` would be; other watchdog errors still are."""
+    script = (
+        "import logging, sys\n"
+        "from markindex_core.logs import setup_logging\n"
+        "from markindex_core.serve.watch import _probe_watches\n"
+        "setup_logging(verbose=sys.argv[1] == 'verbose')\n"
+        "_probe_watches()\n"
+        "inotify_log = logging.getLogger('watchdog.observers.inotify')\n"
+        "inotify_log.error('InotifyEmitter.queue_events() called when the thread is inactive')\n"
+        "inotify_log.error('something else went wrong')\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", script, "verbose" if verbose else "quiet"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert "called when the thread is inactive" not in run.stderr, run.stderr
+    assert "ERROR: something else went wrong" in run.stderr, run.stderr
