@@ -322,6 +322,7 @@ class Daemon:
         # Why the last step of a stop (the close, the final status) failed: the program that ran
         # the daemon exits non-zero with it (see `stop_error`).
         self.stop_failure: str | None = None
+        self._left_to_writer: list[Future[None]] = []  # the stop's last steps, writer still busy
         self.ended = asyncio.Event()  # set (on the loop) when the daemon gives up: see `fatal`
         self._writer = ThreadPoolExecutor(1, thread_name_prefix="markindex-writer")
         self._store: _LiveStore | None = None  # writer thread only
@@ -1044,7 +1045,8 @@ class Daemon:
                 " freed when it is done",
                 DAEMON_SHUTDOWN_S,
             )
-            for step in (done, self._after_writer(self._stopped)):
+            self._left_to_writer = [done, self._after_writer(self._stopped)]
+            for step in self._left_to_writer:
                 step.add_done_callback(self._say_failed)
             self._writer.shutdown(wait=False)
             return
@@ -1056,21 +1058,29 @@ class Daemon:
         """Say a failed last step of the stop (the close, the final status) in one line of the
         log and in status. It was a traceback on stderr, or, once the writer was left to finish
         alone, nothing at all: nobody looked at its result."""
-        exc = step.exception()
-        if exc is None:
+        message = _stop_failed(step)
+        if message is None:
             return
-        log.debug("the stop failed", exc_info=exc)
-        message = f"the live index did not stop cleanly ({type(exc).__name__}: {exc})"
+        log.debug("the stop failed", exc_info=step.exception())
         self.stop_failure = self.stop_failure or message
         self._error("", message, level=logging.ERROR)
 
     def stop_error(self) -> DaemonStopped | None:
         """After `wait_stopped`: why this daemon did not stop cleanly (its last step failed, or
-        is still running), None when it did. A program that ran it exits non-zero with it."""
-        if self.stop_failure is None and self.wait_stopped(timeout=0):
-            return None
+        is still running), None when it did. A program that ran it exits non-zero with it.
+
+        A writer busy past DAEMON_SHUTDOWN_S is left the last steps (`_left_to_writer`) and the
+        shutdown thread ends at once: judged by that thread alone, such a stop exited 0 while
+        its close had still to run (and might fail)."""
+        steps = self._left_to_writer
+        failed = [m for step in steps if step.done() and (m := _stop_failed(step))]
+        message = self.stop_failure or next(iter(failed), None)
+        if message is None:
+            if self.wait_stopped(timeout=0) and all(step.done() for step in steps):
+                return None
+            message = "the live index was still writing when the program ended"
         return DaemonStopped(
-            self.stop_failure or "the live index was still writing when the program ended",
+            message,
             "run `markindex status` to see what the index holds; `markindex index ROOT` brings"
             " it up to date",
         )
@@ -1483,6 +1493,14 @@ class Daemon:
             self._record_failed = True
         else:
             self._record_failed = False
+
+
+def _stop_failed(step: Future[None]) -> str | None:
+    """What a last step of the stop that ended in an exception says (None when it did not)."""
+    exc = step.exception()
+    if exc is None:
+        return None
+    return f"the live index did not stop cleanly ({type(exc).__name__}: {exc})"
 
 
 def _release_memory(report: IndexReport) -> None:

@@ -574,6 +574,36 @@ async def test_a_close_that_fails_at_stop_is_one_line_in_the_log_and_status(
     lib.close()
 
 
+async def test_a_stop_whose_writer_is_still_busy_is_a_stop_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A writer busy past `DAEMON_SHUTDOWN_S` is left the close and the final status, and the
+    shutdown thread ends: `stop_error` looked at that thread only, so `markindex daemon` and
+    `tui --watch` exited 0 with the index not yet closed. It is an error until the writer is
+    done; once it closed the index cleanly, there is none."""
+    root = _lib(tmp_path, {"a.md": "# A\n\nalpha\n"})
+    lib = Library(root, tmp_path / "idx" / "index.db")
+    daemon = Daemon(lib)
+    task = await _first_reconcile_done(daemon)
+    monkeypatch.setattr(daemon_module, "DAEMON_SHUTDOWN_S", 0.2)
+    release = threading.Event()
+    daemon._writer.submit(release.wait, 10)
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    assert await asyncio.to_thread(daemon.wait_stopped, 20)
+    failed = daemon.stop_error()  # asked as `run_daemon` asks, the writer still busy
+    release.set()
+    assert failed is not None
+    assert failed.message == "the live index was still writing when the program ended"
+    await asyncio.to_thread(
+        wait_for, lambda: (s := read_status_file(lib.db_path)) and s["state"] == "stopped"
+    )
+    assert await asyncio.to_thread(wait_for, lambda: not daemon.lock.held)
+    assert daemon.stop_error() is None
+    lib.close()
+
+
 async def test_a_clean_stop_leaves_no_stop_error(tmp_path: Path) -> None:
     root = _lib(tmp_path, {"a.md": "# A\n\nalpha\n"})
     lib = Library(root, tmp_path / "idx" / "index.db")
