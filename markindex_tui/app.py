@@ -125,6 +125,9 @@ class MarkindexApp(App[None]):
         state = str(self.watcher.status.get("state", ""))
         if self._watch_worker is not None and self._watch_worker.is_finished:
             return "watcher stopped"
+        waiting = self.watcher.status.get("events_waiting") or 0
+        if waiting:  # a burst watchdog is still reading: the tree is behind the folder until then
+            return f"watching (reading ~{waiting} file events)"
         return "watching" if state in ("watching", "starting") else f"watching ({state})"
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:

@@ -300,6 +300,35 @@ async def test_watch_indexes_a_new_file_inside_the_app(indexed_sample: Library) 
         assert "watching" in str(app.screen.query_one(StatusBar).render())
 
 
+async def test_the_watch_label_says_when_a_burst_of_file_events_is_still_read(
+    indexed_sample: Library,
+) -> None:
+    """watchdog reads a burst of events far slower than it is made (7000 renames: about 3 s);
+    the app's watcher label said "watching" throughout, while the tree was behind the folder."""
+    import asyncio
+
+    from tests.daemon.helpers import keep_watchdog_reading
+
+    root = indexed_sample.root
+    (root / "f").mkdir()
+    (root / "f" / "x.txt").write_text("x\n", encoding="utf-8")
+    app = make_app(root, watch=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await wait_until(pilot, lambda: app.watch_label() == "watching")
+        burst = asyncio.create_task(asyncio.to_thread(keep_watchdog_reading, root, 7000))
+        labels_seen: set[str] = set()
+
+        def reading() -> bool:
+            labels_seen.add(app.watch_label())
+            return any("file events" in label for label in labels_seen)
+
+        await wait_until(pilot, reading, timeout=30)
+        await burst
+        await wait_until(pilot, lambda: app.watch_label() == "watching", timeout=60)
+    assert any(re.fullmatch(r"watching \(reading ~\d+ file events\)", x) for x in labels_seen)
+
+
 async def test_watch_asked_while_an_index_run_writes_takes_over_when_it_ends(
     indexed_sample: Library,
 ) -> None:
