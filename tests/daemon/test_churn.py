@@ -203,7 +203,11 @@ def _made_moved_made_removed(root: Path) -> tuple[Path, Callable[[], None], Path
 
 def _made_moved_made_moved_on(root: Path) -> tuple[Path, Callable[[], None], Path]:
     taken, _, moved = _made_moved_made_removed(root)
-    return taken, lambda: taken.rename(root / "c"), moved
+
+    def move_on() -> None:
+        taken.rename(root / "c")
+
+    return taken, move_on, moved
 
 
 def _nested_made_moved_made_removed(root: Path) -> tuple[Path, Callable[[], None], Path]:
