@@ -17,7 +17,12 @@ from markdown_it import MarkdownIt
 from markdown_it.rules_inline import link
 from markdown_it.rules_inline.state_inline import StateInline
 
-from markindex_core.index.markdown import _resolve, parse_markdown, parse_markdown_oracle
+from markindex_core.index.markdown import (
+    _plain_links,
+    _resolve,
+    parse_markdown,
+    parse_markdown_oracle,
+)
 
 DOC = "dir/doc.md"
 
@@ -167,3 +172,25 @@ def test_links_are_markdown_it_links(blocks: list[tuple[str, str]], definition: 
     if definition:
         text += "\n[r]: ref.md\n"
     assert_links_as_markdown_it(text)
+
+
+def test_plain_links_are_found_by_pattern_and_anything_else_by_markdown_its_rules() -> None:
+    """Text holding only plain `[text](href)` links is answered without markdown-it's rules;
+    any bracket or construct the pattern cannot judge sends the text to them. Both answer as a
+    full markdown-it parse does."""
+    plain = "See [a](a.md), [b](../b.md#sec) and [c]() then (d.md) *[e](e.md)* 中文 [f](f.md)."
+    assert _plain_links(plain) is not None
+    assert_links_as_markdown_it(plain + "\n")
+    for other in (
+        "[a](a.md) `[x](code.md)`",  # a code span
+        "[a](a.md) \\[x](escaped.md)",  # an escape
+        "[a](a.md) ![img](img.md)",  # an image
+        "[a](a.md) <span>[x](html.md)</span>",  # HTML
+        "[a](a.md) [x](a&#46;md)",  # an entity
+        "[a](a.md) [r] [x][r]",  # reference uses
+        "[a [b](nested.md)](outer.md)",  # a bracket in a link's text
+        '[t](t.md "title")',  # a title
+        "[x](<my file.md>)",  # an angle-bracket destination
+    ):
+        assert _plain_links(other) is None, other
+        assert_links_as_markdown_it(other + "\n\n[r]: ref.md\n")
