@@ -26,7 +26,7 @@ from markindex_core.index.blocks import scan_blocks, source_lines, split_source_
 # emphasis) only ever consume characters that are none of these.
 _CONSTRUCT_START = re.compile(r"[\\`<!\[]")
 # A plain inline link (see `_plain_links`), and what may hide or take apart a bracket elsewhere.
-_PLAIN_LINK = re.compile(r"\[[^\[\]\n]*\]\(([^\s()<>\\]*)\)")
+_PLAIN_LINK = re.compile(r"\[[^\[\]\n]*\]\(([^\s\x00-\x1f\x7f()<>\\]*)\)")
 _HIDES_BRACKETS = re.compile(r"[\\`<&]|!\[")
 # Text in which a link to a Markdown document may be: where the suffix is, written out or
 # behind an entity or a percent escape (backslashes escape only punctuation). Most inline text
@@ -312,6 +312,7 @@ def _plain_links(content: str) -> list[tuple[int, str]] | None:
     no bracket or line break in its text and no space, parenthesis, `<`, `>` or backslash in its
     href, and that holds no other construct which could hide a bracket or take one apart (an
     escape, a code span, HTML or an autolink, an entity, an image); None for any other text.
+    (A control character ends a destination for markdown-it, as a space does.)
 
     There the link rule, tried at each `[`, takes exactly these links with their href as written
     (nothing to unescape): the same answer at a tenth of the cost (links were ~10% of parsing).

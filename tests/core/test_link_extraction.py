@@ -191,6 +191,8 @@ def test_plain_links_are_found_by_pattern_and_anything_else_by_markdown_its_rule
         "[a [b](nested.md)](outer.md)",  # a bracket in a link's text
         '[t](t.md "title")',  # a title
         "[x](<my file.md>)",  # an angle-bracket destination
+        "[a](a\x01b.md) [c](c\x7f.md)",  # control characters end a destination
+        "[a](a\u00a0b.md)",  # a no-break space does not
     ):
         assert _plain_links(other) is None, other
         assert_links_as_markdown_it(other + "\n\n[r]: ref.md\n")
