@@ -26,6 +26,7 @@ from markindex_core.errors import (
     OutOfDescriptors,
     PermissionDenied,
     ReadOnlyLibrary,
+    WriterBusy,
 )
 
 FileId = tuple[int, int]  # (device, inode): the identity of the file behind a path
@@ -249,6 +250,15 @@ def open_error(exc: apsw.Error, path: Path, *, readonly: bool, errno_: int = 0) 
         )
     if isinstance(exc, (apsw.CorruptError, apsw.NotADBError)):
         return damaged(path, exc)
+    if isinstance(exc, apsw.ProtocolError):
+        # SQLite's readers retry for seconds, then give up, while a writer stopped in the midst
+        # of updating the WAL's shared index leaves it half-written: 'locking protocol'.
+        return WriterBusy(
+            f"the index {path} is in the middle of a write by a process that does not go on"
+            " (stopped with Ctrl-Z or SIGSTOP, or stuck)",
+            "`markindex status` names the process: resume it (`fg`, `kill -CONT PID`) or end it,"
+            " then try again; on a network file system, put the index on a local disk (--db)",
+        )
     return MarkindexError(
         f"cannot use the index {path}: {exc}", "check the file, its folder and the disk"
     )

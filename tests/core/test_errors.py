@@ -418,3 +418,17 @@ def test_an_index_of_a_newer_markindex_is_refused_not_downgraded(tmp_path: Path)
     code, err = markindex("index", str(root), "--db", str(db), "--rebuild")
     assert code == 0, err
     assert check_store_consistent(db) == 2
+
+
+def test_a_writer_stopped_mid_wal_update_is_named_not_a_disk_problem(tmp_path: Path) -> None:
+    """A reader meeting a writer stopped (Ctrl-Z) while it updated the WAL's shared index gets
+    SQLite's 'locking protocol' after seconds of retries; it was 'cannot use the index …: locking
+    protocol (check the file, its folder and the disk)', which sends the user to the wrong place."""
+    import apsw
+
+    from markindex_core.errors import WriterBusy
+    from markindex_core.store.files import open_error
+
+    error = open_error(apsw.ProtocolError("locking protocol"), tmp_path / "index.db", readonly=True)
+    assert isinstance(error, WriterBusy)
+    assert "stopped with Ctrl-Z" in error.message and "kill -CONT" in error.hint
