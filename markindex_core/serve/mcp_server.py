@@ -630,7 +630,11 @@ async def run_http(
             "that authenticates, or bind to 127.0.0.1",
             host or "every interface",
         )
-    app = server.streamable_http_app(host=host, transport_security=security)
+    # Stateless: no session table. The tools only read and the server never calls the client
+    # back, so a session holds nothing worth keeping, while the SDK kept each one (about 36 KB)
+    # for 30 idle minutes and refused every new client with 503 once 10 000 were open: one
+    # client initializing in a loop, or many that never DELETE, locked every other client out.
+    app = server.streamable_http_app(host=host, transport_security=security, stateless_http=True)
     # log_config=None: uvicorn's records go through markindex's handler (text or JSON lines).
     config = uvicorn.Config(
         app, host=host, port=port, log_level="warning", log_config=None, lifespan="on"

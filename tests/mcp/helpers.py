@@ -7,8 +7,10 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from markindex_core.library import Library
 
@@ -104,6 +106,43 @@ def wait_until_listening(proc: subprocess.Popen[bytes], host: str, port: int) ->
 
 def server_command(root: Path, db: Path, *extra: str) -> tuple[str, list[str]]:
     return sys.executable, ["-m", "markindex_core", "mcp", str(root), "--db", str(db), *extra]
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def http_server_process(
+    root: Path, db: Path, stderr: IO[bytes], *extra: str
+) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
+    """A real `markindex mcp --transport streamable-http` on 127.0.0.1 and a free port, its
+    stderr written to `stderr` (a file: a pipe nobody reads would fill and stall the server)."""
+    port = free_port()
+    command, args = server_command(
+        root, db, "--transport", "streamable-http", "--port", str(port), *extra
+    )
+    proc = subprocess.Popen([command, *args], stdout=subprocess.DEVNULL, stderr=stderr)
+    try:
+        wait_until_listening(proc, "127.0.0.1", port)
+        yield proc, port
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def rss_mb(pid: int) -> float:
+    """Resident memory of process `pid`, in MB (Linux)."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    kb = next(line.split()[1] for line in status.splitlines() if line.startswith("VmRSS:"))
+    return int(kb) / 1024
 
 
 def write_big_library(root: Path) -> None:

@@ -1,0 +1,73 @@
+"""Streamable HTTP against clients that misbehave, checked against a real server process over
+real sockets: the server stays up, its memory stays bounded, and a well-behaved client is still
+answered promptly."""
+
+from __future__ import annotations
+
+import http.client
+import json
+from pathlib import Path
+
+import anyio
+from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+
+from markindex_core.library import Library
+from tests.mcp.helpers import http_server_process, rss_mb
+
+INITIALIZE = json.dumps(
+    {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "t", "version": "0"},
+        },
+    }
+)
+MCP_HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+
+
+async def well_behaved_call(port: int, seconds: float = 20) -> None:
+    """The real MCP client: initialize and one tool call, within `seconds`."""
+    with anyio.fail_after(seconds):
+        url = f"http://127.0.0.1:{port}/mcp"
+        async with streamable_http_client(url) as streams, ClientSession(*streams[:2]) as s:
+            await s.initialize()
+            result = await s.call_tool("browse_documents", {})
+            assert not result.is_error, result
+
+
+def initialize_and_walk_away(port: int, times: int) -> None:
+    """`initialize` over and over on one connection, never closing a session (no DELETE), as a
+    client in a loop or many short-lived clients that just exit do."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        for _ in range(times):
+            conn.request("POST", "/mcp", INITIALIZE, MCP_HEADERS)
+            response = conn.getresponse()
+            response.read()
+            assert response.status == 200, response.status
+    finally:
+        conn.close()
+
+
+async def test_sessions_never_closed_cost_no_memory(
+    indexed_sample: Library, tmp_path: Path
+) -> None:
+    """Each `initialize` opened a session the SDK kept for 30 idle minutes (about 36 KB each),
+    and once 10 000 were open every new client got 503 for as long: 2 000 sessions left open
+    cost some 70 MB. Served statelessly, they cost nothing, and the next client is served."""
+    with (
+        (tmp_path / "stderr").open("wb") as err,
+        http_server_process(indexed_sample.root, indexed_sample.db_path, err) as (proc, port),
+    ):
+        await well_behaved_call(port)
+        before = rss_mb(proc.pid)
+        await anyio.to_thread.run_sync(initialize_and_walk_away, port, 2000)
+        grown = rss_mb(proc.pid) - before
+        assert grown < 25, f"{grown:.0f} MB for sessions nobody uses"
+        await well_behaved_call(port)
+    assert b"Traceback" not in (tmp_path / "stderr").read_bytes()
