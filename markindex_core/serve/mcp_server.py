@@ -26,13 +26,14 @@ import anyio.to_thread
 from mcp import types
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
-from mcp.server.transport_security import TransportSecuritySettings
+from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE, TransportSecuritySettings
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
 from markindex_core import __version__
 from markindex_core.config import (
     MCP_BACKGROUND_GRACE_SECONDS,
+    MCP_HTTP_BODY_SECONDS,
     MCP_HTTP_HOST,
     MCP_HTTP_LOOPBACK_NAMES,
     MCP_HTTP_PORT,
@@ -45,6 +46,8 @@ from markindex_core.errors import OutputClosed
 from markindex_core.tools.contract import AGENT_INSTRUCTIONS, call_tool_result, tool_specs
 
 if TYPE_CHECKING:
+    from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
     from markindex_core.library import Library
 
 log = logging.getLogger("markindex.mcp")
@@ -600,6 +603,72 @@ def http_security(
     )
 
 
+class BodyDeadline:
+    """Read a POST's body, up to the SDK's size limit, within `seconds` before the app sees it.
+
+    Neither uvicorn nor the SDK bounds how long a request body may take: a client that declared
+    a Content-Length it never sent, or a chunked body that never ended, held its connection and
+    its handler for ever, and when it finally went away the SDK logged the ClientDisconnect as
+    an ERROR with a traceback. Here such a request gets 408 after `seconds`, a client gone
+    before its body was complete is one INFO line, and the app reads the body as it came. A
+    body past the size limit is handed on unread beyond it, for the SDK's own 413.
+    """
+
+    def __init__(self, app: ASGIApp, seconds: float, limit: int = DEFAULT_MAX_REQUEST_BODY_SIZE):
+        self.app, self.seconds, self.limit = app, seconds, limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        body = bytearray()  # one buffer: a body sent a byte a chunk costs no more than another
+        ended: bool | None = None
+        with anyio.move_on_after(self.seconds) as deadline:
+            ended = await self._read(receive, body)
+        if deadline.cancelled_caught:
+            await self._timed_out(scope, send)
+            return
+        if ended is None:
+            log.info("a client went away before its request body was complete")
+            return
+        first: list[Message] = [
+            {"type": "http.request", "body": bytes(body), "more_body": not ended}
+        ]
+
+        async def replay() -> Message:
+            return first.pop() if first else await receive()
+
+        await self.app(scope, replay, send)
+
+    async def _read(self, receive: Receive, body: bytearray) -> bool | None:
+        """Add the body to `body` up to its end (True) or past the size limit (False); None
+        when the client went away first."""
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return None
+            body += message.get("body", b"")
+            if not message.get("more_body", False):
+                return True
+            if len(body) > self.limit:
+                return False
+
+    async def _timed_out(self, scope: Scope, send: Send) -> None:
+        from starlette.responses import PlainTextResponse
+
+        log.info("a request body was not complete after %gs: answered 408", self.seconds)
+        response = PlainTextResponse(
+            f"Request body not complete within {self.seconds:g} seconds",
+            status_code=408,
+            headers={"Connection": "close"},
+        )
+        await response(scope, _nothing, send)
+
+
+async def _nothing() -> Message:
+    return {"type": "http.disconnect"}
+
+
 async def run_http(
     lib: Library,
     *,
@@ -637,7 +706,12 @@ async def run_http(
     app = server.streamable_http_app(host=host, transport_security=security, stateless_http=True)
     # log_config=None: uvicorn's records go through markindex's handler (text or JSON lines).
     config = uvicorn.Config(
-        app, host=host, port=port, log_level="warning", log_config=None, lifespan="on"
+        BodyDeadline(app, MCP_HTTP_BODY_SECONDS),
+        host=host,
+        port=port,
+        log_level="warning",
+        log_config=None,
+        lifespan="on",
     )
     http = uvicorn.Server(config)
 

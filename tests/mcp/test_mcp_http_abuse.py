@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import http.client
 import json
+import socket
+import time
 from pathlib import Path
 
 import anyio
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
+from markindex_core.config import MCP_HTTP_BODY_SECONDS
 from markindex_core.library import Library
 from tests.mcp.helpers import http_server_process, rss_mb
 
@@ -71,3 +74,39 @@ async def test_sessions_never_closed_cost_no_memory(
         assert grown < 25, f"{grown:.0f} MB for sessions nobody uses"
         await well_behaved_call(port)
     assert b"Traceback" not in (tmp_path / "stderr").read_bytes()
+
+
+def post_head(port: int, length: int, first_bytes: bytes) -> socket.socket:
+    """A POST to /mcp that declares `length` body bytes and sends only `first_bytes`."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+    head = (
+        f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
+        f"Accept: application/json, text/event-stream\r\nContent-Length: {length}\r\n\r\n"
+    )
+    sock.sendall(head.encode() + first_bytes)
+    return sock
+
+
+def test_a_body_never_sent_gets_408_and_no_traceback(
+    indexed_sample: Library, tmp_path: Path
+) -> None:
+    """A request whose body never came held its connection for ever, and the client going away
+    at last was logged as an ERROR with a ClientDisconnect traceback. It is now answered 408
+    after MCP_HTTP_BODY_SECONDS, and a client gone mid-body is an INFO line."""
+    stderr = tmp_path / "stderr"
+    with (
+        stderr.open("wb") as err,
+        http_server_process(indexed_sample.root, indexed_sample.db_path, err) as (_, port),
+    ):
+        with post_head(port, 1000, b'{"jsonrpc":'):  # and goes away
+            time.sleep(0.5)
+        with post_head(port, 1000, b'{"jsonrpc":') as stalled:
+            started = time.monotonic()
+            answer = stalled.recv(200)
+            waited = time.monotonic() - started
+        assert answer.startswith(b"HTTP/1.1 408 "), answer
+        assert waited < MCP_HTTP_BODY_SECONDS + 5, waited
+        anyio.run(well_behaved_call, port)
+    log = stderr.read_bytes()
+    assert b"Traceback" not in log and b"ERROR" not in log, log.decode()
+    assert b"went away before its request body was complete" in log, log.decode()
