@@ -192,6 +192,7 @@ MCP_HTTP_HOST = "127.0.0.1"
 # `mcp` refuses a ROOT with no index and no Markdown file; the check reads at most this many entries.
 EMPTY_ROOT_SCAN_ENTRIES = 50_000
 MCP_HTTP_PORT = 8765
+MCP_HTTP_HEAD_SECONDS = 10.0  # a connection whose request head is not complete by then is closed
 MCP_HTTP_BODY_SECONDS = 10.0  # an HTTP request body not complete by then is answered 408
 MCP_HTTP_LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")  # accepted as Host when bound to one
 MCP_HTTP_WILDCARD_HOSTS = ("0.0.0.0", "::", "")  # every interface: only loopback names by default

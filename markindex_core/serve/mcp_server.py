@@ -9,6 +9,7 @@ threads, each with its own read-only connection, so the event loop never blocks 
 
 from __future__ import annotations
 
+import asyncio
 import fcntl
 import json
 import logging
@@ -34,6 +35,7 @@ from markindex_core import __version__
 from markindex_core.config import (
     MCP_BACKGROUND_GRACE_SECONDS,
     MCP_HTTP_BODY_SECONDS,
+    MCP_HTTP_HEAD_SECONDS,
     MCP_HTTP_HOST,
     MCP_HTTP_LOOPBACK_NAMES,
     MCP_HTTP_PORT,
@@ -669,6 +671,58 @@ async def _nothing() -> Message:
     return {"type": "http.disconnect"}
 
 
+def head_deadline_protocol(seconds: float) -> type[asyncio.Protocol]:
+    """uvicorn's HTTP/1.1 protocol (h11), closing a connection whose request head is not complete
+    `seconds` after the connection opened or after its previous response.
+
+    uvicorn has no setting for this: its keep-alive timeout starts only after a response and
+    any byte cancels it, so a connection that sent nothing, or a header a byte at a time
+    (slowloris), stayed open for ever. Enough of them used up the process's file descriptors:
+    the server could accept no one, for as long as they stayed, and asyncio logged each
+    failed accept with a traceback (94 MB of log in a minute). They are now closed in time.
+    """
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class HeadDeadline(H11Protocol):
+        _timer: asyncio.TimerHandle | None = None
+        _after: object = None  # the request cycle before the head being waited for
+
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            super().connection_made(transport)  # type: ignore[arg-type]
+            self._await_head()
+
+        def on_response_complete(self) -> None:
+            self._await_head()  # first: a pipelined request read next stops the timer
+            super().on_response_complete()
+
+        def handle_events(self) -> None:
+            super().handle_events()
+            if self.cycle is not self._after:  # a new request's head was read
+                self._stop_timer()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._stop_timer()
+            super().connection_lost(exc)
+
+        def _await_head(self) -> None:
+            self._stop_timer()
+            self._after = self.cycle
+            self._timer = self.loop.call_later(seconds, self._head_late)
+
+        def _stop_timer(self) -> None:
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+
+        def _head_late(self) -> None:
+            self._timer = None
+            if self.cycle is self._after and not self.transport.is_closing():
+                log.info("closed a connection whose request head took over %gs", seconds)
+                self.transport.close()
+
+    return HeadDeadline
+
+
 async def run_http(
     lib: Library,
     *,
@@ -709,6 +763,7 @@ async def run_http(
         BodyDeadline(app, MCP_HTTP_BODY_SECONDS),
         host=host,
         port=port,
+        http=head_deadline_protocol(MCP_HTTP_HEAD_SECONDS),
         log_level="warning",
         log_config=None,
         lifespan="on",

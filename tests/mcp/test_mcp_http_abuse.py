@@ -4,6 +4,7 @@ answered promptly."""
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import socket
@@ -14,7 +15,7 @@ import anyio
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
-from markindex_core.config import MCP_HTTP_BODY_SECONDS
+from markindex_core.config import MCP_HTTP_BODY_SECONDS, MCP_HTTP_HEAD_SECONDS
 from markindex_core.library import Library
 from tests.mcp.helpers import http_server_process, rss_mb
 
@@ -110,3 +111,44 @@ def test_a_body_never_sent_gets_408_and_no_traceback(
     log = stderr.read_bytes()
     assert b"Traceback" not in log and b"ERROR" not in log, log.decode()
     assert b"went away before its request body was complete" in log, log.decode()
+
+
+def closed_by_server(sock: socket.socket) -> bool:
+    sock.setblocking(False)
+    try:
+        return sock.recv(1) == b""
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True
+    finally:
+        sock.setblocking(True)
+
+
+def test_connections_without_a_complete_head_are_closed(
+    indexed_sample: Library, tmp_path: Path
+) -> None:
+    """Connections that sent nothing, or a request head a byte at a time (slowloris), stayed
+    open for ever: enough of them used up the server's file descriptors, and it accepted no
+    one until they went. They are closed MCP_HTTP_HEAD_SECONDS after they opened."""
+    with (
+        (tmp_path / "stderr").open("wb") as err,
+        http_server_process(indexed_sample.root, indexed_sample.db_path, err) as (_, port),
+    ):
+        head = f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: json\r\n".encode()
+        silent = [socket.create_connection(("127.0.0.1", port)) for _ in range(10)]
+        dripping = [socket.create_connection(("127.0.0.1", port)) for _ in range(10)]
+        deadline = time.monotonic() + MCP_HTTP_HEAD_SECONDS + 5
+        for byte in head:  # a byte every 0.25 s per connection: the head is never complete
+            open_ = [s for s in silent + dripping if not closed_by_server(s)]
+            if not open_ or time.monotonic() > deadline:
+                break
+            for sock in dripping:
+                with contextlib.suppress(OSError):
+                    sock.send(bytes([byte]))
+            time.sleep(0.25)
+        assert not open_, f"{len(open_)} connections still open"
+        for sock in silent + dripping:
+            sock.close()
+        anyio.run(well_behaved_call, port)
+    assert b"Traceback" not in (tmp_path / "stderr").read_bytes()
