@@ -671,6 +671,31 @@ async def _nothing() -> Message:
     return {"type": "http.disconnect"}
 
 
+def no_event_stream(app: ASGIApp, path: str = "/mcp") -> ASGIApp:
+    """`app`, answering GET `path` with 405, as the MCP spec allows a server that offers no
+    event stream.
+
+    Served statelessly, the SDK still opened a stream for every GET, on which this server (it
+    never notifies a client) sends nothing, and kept it for as long as the client did: 44 KB
+    and a file descriptor each, so holding enough of them used up memory or descriptors.
+    """
+    from starlette.responses import PlainTextResponse
+
+    refusal = PlainTextResponse(
+        "This server offers no event stream: send JSON-RPC requests with POST",
+        status_code=405,
+        headers={"Allow": "POST"},
+    )
+
+    async def serve(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] == "GET" and scope["path"] == path:
+            await refusal(scope, receive, send)
+        else:
+            await app(scope, receive, send)
+
+    return serve
+
+
 def head_deadline_protocol(seconds: float) -> type[asyncio.Protocol]:
     """uvicorn's HTTP/1.1 protocol (h11), closing a connection whose request head is not complete
     `seconds` after the connection opened or after its previous response.
@@ -760,7 +785,7 @@ async def run_http(
     app = server.streamable_http_app(host=host, transport_security=security, stateless_http=True)
     # log_config=None: uvicorn's records go through markindex's handler (text or JSON lines).
     config = uvicorn.Config(
-        BodyDeadline(app, MCP_HTTP_BODY_SECONDS),
+        BodyDeadline(no_event_stream(app), MCP_HTTP_BODY_SECONDS),
         host=host,
         port=port,
         http=head_deadline_protocol(MCP_HTTP_HEAD_SECONDS),

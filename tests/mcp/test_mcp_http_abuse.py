@@ -152,3 +152,24 @@ def test_connections_without_a_complete_head_are_closed(
             sock.close()
         anyio.run(well_behaved_call, port)
     assert b"Traceback" not in (tmp_path / "stderr").read_bytes()
+
+
+def test_get_opens_no_event_stream(indexed_sample: Library, tmp_path: Path) -> None:
+    """Served statelessly, the SDK still opened an event stream for each GET and kept it, idle
+    (this server never notifies), for as long as the client liked: 44 KB and a file descriptor
+    each. GET now gets 405, which the MCP spec allows a server with no event stream to say."""
+    with (
+        (tmp_path / "stderr").open("wb") as err,
+        http_server_process(indexed_sample.root, indexed_sample.db_path, err) as (_, port),
+    ):
+        for _ in range(20):
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+            try:
+                conn.request("GET", "/mcp", headers={"Accept": "text/event-stream"})
+                response = conn.getresponse()
+                response.read()  # complete, not a stream left open
+                assert response.status == 405, response.status
+                assert response.getheader("Allow") == "POST"
+            finally:
+                conn.close()
+        anyio.run(well_behaved_call, port)
