@@ -187,6 +187,7 @@ TOOL_ECHO_CHARS = 64  # unknown names (tools, fields) are echoed back at most th
 TOOL_UNKNOWN_FIELDS_SHOWN = 10  # unknown fields named in an INVALID_INPUT error (and counted)
 TOOL_ERROR_DETAIL_CHARS = 300  # exception text quoted in an INTERNAL_ERROR envelope
 MCP_TOOL_THREADS = 8  # worker threads (each with its own read connection) serving tool calls
+MCP_TOOL_QUEUE = 64  # tool calls waiting for a worker thread; one more is answered SERVER_BUSY
 MCP_BACKGROUND_GRACE_SECONDS = 2.0  # background jobs wait for the first answer at most this long
 MCP_HTTP_HOST = "127.0.0.1"
 # `mcp` refuses a ROOT with no index and no Markdown file; the check reads at most this many entries.

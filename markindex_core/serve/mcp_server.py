@@ -42,10 +42,16 @@ from markindex_core.config import (
     MCP_HTTP_WILDCARD_HOSTS,
     MCP_ID_SCAN_TOKENS,
     MCP_LOG_EXCERPT_CHARS,
+    MCP_TOOL_QUEUE,
     MCP_TOOL_THREADS,
 )
 from markindex_core.errors import OutputClosed
-from markindex_core.tools.contract import AGENT_INSTRUCTIONS, call_tool_result, tool_specs
+from markindex_core.tools.contract import (
+    AGENT_INSTRUCTIONS,
+    busy_result,
+    call_tool_result,
+    tool_specs,
+)
 
 if TYPE_CHECKING:
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -148,7 +154,12 @@ async def _mistyped_calls(ctx: Any, call_next: Any) -> Any:
 
 
 def build_server(lib: Library) -> Server[Any]:
-    """An MCP server exposing the five read-only tools of `lib`, with the agent instructions."""
+    """An MCP server exposing the five read-only tools of `lib`, with the agent instructions.
+
+    Calls wait for one of MCP_TOOL_THREADS workers, at most MCP_TOOL_QUEUE of them at a time;
+    one more is answered SERVER_BUSY at once. Unbounded, the queue let one HTTP client's burst
+    of calls (300 heavy ones: 90 s of work) keep every other client waiting until it was done.
+    """
     tools = mcp_tools()
     limiter: list[anyio.CapacityLimiter] = []  # created on first use, inside the event loop
 
@@ -161,14 +172,18 @@ def build_server(lib: Library) -> Server[Any]:
         if not limiter:
             limiter.append(anyio.CapacityLimiter(MCP_TOOL_THREADS))
         name, arguments = _MISTYPED_CALL.get() or (params.name, params.arguments)
-        text, ok = await anyio.to_thread.run_sync(
-            call_tool_result,
-            lib,
-            name,
-            arguments,
-            limiter=limiter[0],
-            abandon_on_cancel=True,  # a client that goes away must not wait for a query
-        )
+        waiting = limiter[0].statistics().tasks_waiting
+        if waiting >= MCP_TOOL_QUEUE:  # a bounded wait for every call, whoever sends the rest
+            text, ok = busy_result(waiting)
+        else:
+            text, ok = await anyio.to_thread.run_sync(
+                call_tool_result,
+                lib,
+                name,
+                arguments,
+                limiter=limiter[0],
+                abandon_on_cancel=True,  # a client that goes away must not wait for a query
+            )
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=text)], is_error=not ok
         )

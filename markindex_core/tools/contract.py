@@ -510,6 +510,19 @@ def _call(lib: IndexAccess, name: Any, args: Any) -> tuple[str, bool]:
         )
 
 
+def busy_result(waiting: int) -> tuple[str, bool]:
+    """The envelope of a call refused because `waiting` calls already wait for a worker."""
+    return (
+        _failure(
+            "SERVER_BUSY",
+            f"the server is busy: {waiting} tool calls are already waiting; nothing was read",
+            {"waiting": waiting},
+            steps("try again in a few seconds, and make fewer calls at a time"),
+        ),
+        False,
+    )
+
+
 def call_tool(lib: IndexAccess, name: str, args: dict[str, Any] | None = None) -> str:
     """Run one tool by name and return its JSON envelope (never raises)."""
     return call_tool_result(lib, name, args)[0]
