@@ -686,6 +686,53 @@ async def _nothing() -> Message:
     return {"type": "http.disconnect"}
 
 
+_HTTP_BATCH_REFUSED = (
+    "Invalid request: JSON-RPC batches are not supported (MCP dropped them in 2025-06-18); "
+    "send each message in a POST of its own"
+)
+
+
+def no_batches(app: ASGIApp) -> ASGIApp:
+    """`app`, answering a POST whose body is a JSON array (a JSON-RPC batch) with the error the
+    stdio transport gives: -32600, "batches are not supported". The SDK answered -32602 (invalid
+    params) with a 1 KB dump of its validator's errors, which tells a client author nothing.
+
+    Behind BodyDeadline, a complete body comes as one message."""
+    from starlette.responses import Response
+
+    error = types.JSONRPCError(
+        jsonrpc="2.0",
+        id=None,
+        error=types.ErrorData(code=types.INVALID_REQUEST, message=_HTTP_BATCH_REFUSED),
+    )
+    refusal = Response(
+        error.model_dump_json(by_alias=True, exclude_unset=True),
+        status_code=400,
+        media_type="application/json",
+    )
+
+    async def serve(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            await app(scope, receive, send)
+            return
+        first: list[Message] = [await receive()]
+        if not first[0].get("more_body") and _is_batch(first[0].get("body", b"")):
+            await refusal(scope, receive, send)
+            return
+
+        async def replay() -> Message:
+            return first.pop() if first else await receive()
+
+        await app(scope, replay, send)
+
+    return serve
+
+
+def _is_batch(body: bytes) -> bool:
+    """Whether `body` is a JSON array; only a body starting with `[` is parsed for it."""
+    return body.lstrip()[:1] == b"[" and _batch_ids(body.decode("utf-8", "replace")) is not None
+
+
 def no_event_stream(app: ASGIApp, path: str = "/mcp") -> ASGIApp:
     """`app`, answering GET `path` with 405, as the MCP spec allows a server that offers no
     event stream.
@@ -800,7 +847,7 @@ async def run_http(
     app = server.streamable_http_app(host=host, transport_security=security, stateless_http=True)
     # log_config=None: uvicorn's records go through markindex's handler (text or JSON lines).
     config = uvicorn.Config(
-        BodyDeadline(no_event_stream(app), MCP_HTTP_BODY_SECONDS),
+        BodyDeadline(no_batches(no_event_stream(app)), MCP_HTTP_BODY_SECONDS),
         host=host,
         port=port,
         http=head_deadline_protocol(MCP_HTTP_HEAD_SECONDS),

@@ -236,3 +236,30 @@ async def test_a_burst_of_calls_leaves_other_clients_a_bounded_wait(tmp_path: Pa
         assert 0 < busy <= 200 - MCP_TOOL_QUEUE - MCP_TOOL_THREADS, busy
         assert all(b"SERVER_BUSY" in a or b'\\"success\\":true' in a for a in answers)
     assert b"Traceback" not in (tmp_path / "stderr").read_bytes()
+
+
+def test_a_batch_is_refused_as_over_stdio(indexed_sample: Library, tmp_path: Path) -> None:
+    """A JSON-RPC batch over HTTP got -32602 (invalid params) and a 1 KB dump of the SDK's
+    validator errors; it now gets what stdio says: -32600, batches are not supported."""
+    with (
+        (tmp_path / "stderr").open("wb") as err,
+        http_server_process(indexed_sample.root, indexed_sample.db_path, err) as (_, port),
+    ):
+        for batch in (f"[{INITIALIZE}]", "[]", " [1, 2]"):
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+            try:
+                conn.request("POST", "/mcp", batch, MCP_HEADERS)
+                response = conn.getresponse()
+                answer = json.loads(response.read())
+            finally:
+                conn.close()
+            assert response.status == 400
+            assert answer["id"] is None and answer["error"]["code"] == -32600, answer
+            assert "batches are not supported" in answer["error"]["message"]
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        try:
+            conn.request("POST", "/mcp", "[1, 2", MCP_HEADERS)  # broken JSON: no batch
+            assert json.loads(conn.getresponse().read())["error"]["code"] == -32700
+        finally:
+            conn.close()
+        initialize_and_walk_away(port, 1)  # a single message still goes through

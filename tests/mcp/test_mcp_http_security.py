@@ -208,7 +208,7 @@ async def test_sigterm_with_a_client_connected_stops_without_an_error_line(
             async with streamable_http_client(url) as streams, ClientSession(*streams[:2]) as s:
                 await s.initialize()
                 assert (await s.list_tools()).tools
-                await anyio.sleep(0.5)  # its event stream (GET) is open by now
+                await anyio.sleep(0.5)  # connected and idle (GET opens no event stream)
                 proc.send_signal(signal.SIGTERM)
                 started = time.monotonic()
                 while proc.poll() is None:
