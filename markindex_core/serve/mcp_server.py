@@ -844,7 +844,12 @@ async def run_http(
     # back, so a session holds nothing worth keeping, while the SDK kept each one (about 36 KB)
     # for 30 idle minutes and refused every new client with 503 once 10 000 were open: one
     # client initializing in a loop, or many that never DELETE, locked every other client out.
-    app = server.streamable_http_app(host=host, transport_security=security, stateless_http=True)
+    # Plain JSON answers, not one-event streams: a stop (SIGTERM, Ctrl-C) waits for a response
+    # being written, while sse-starlette ended every open stream at once, so calls already
+    # being served lost their answers ("SSE stream ended without a response").
+    app = server.streamable_http_app(
+        host=host, transport_security=security, stateless_http=True, json_response=True
+    )
     # log_config=None: uvicorn's records go through markindex's handler (text or JSON lines).
     config = uvicorn.Config(
         BodyDeadline(no_batches(no_event_stream(app)), MCP_HTTP_BODY_SECONDS),
