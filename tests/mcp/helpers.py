@@ -22,6 +22,17 @@ TOOL_NAMES = {
     "search_documents",
 }
 LARGEST_DOC = "dotnet-csharpstandard/standard/csharp-language-standard-draft-v8.combined.md"
+# The `initialize` request every raw-wire test sends first.
+INITIALIZE_REQUEST: dict[str, Any] = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "t", "version": "0"},
+    },
+}
 
 
 def envelope(text: str) -> dict[str, Any]:

@@ -23,20 +23,9 @@ from markindex_core.config import (
     MCP_TOOL_THREADS,
 )
 from markindex_core.library import Library
-from tests.mcp.helpers import http_server_process, rss_mb
+from tests.mcp.helpers import INITIALIZE_REQUEST, http_server_process, rss_mb
 
-INITIALIZE = json.dumps(
-    {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-11-25",
-            "capabilities": {},
-            "clientInfo": {"name": "t", "version": "0"},
-        },
-    }
-)
+INITIALIZE = json.dumps(INITIALIZE_REQUEST)
 MCP_HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
 
 
@@ -193,16 +182,17 @@ def heavy_library(root: Path) -> Library:
     return lib
 
 
+def heavy_call(request_id: int) -> bytes:
+    """A JSON-RPC request for the structure of `heavy_library`'s big document."""
+    call = {"name": "get_document_structure", "arguments": {"doc_path": "big.md"}}
+    return json.dumps(
+        {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": call}
+    ).encode()
+
+
 def flood(port: int, calls: int) -> list[bytes]:
     """`calls` heavy tool calls sent at once, each on its own connection; their answers."""
-    body = json.dumps(
-        {
-            "jsonrpc": "2.0",
-            "id": 5,
-            "method": "tools/call",
-            "params": {"name": "get_document_structure", "arguments": {"doc_path": "big.md"}},
-        }
-    ).encode()
+    body = heavy_call(5)
     socks = [post_head(port, len(body), body) for _ in range(calls)]
     answers = []
     for sock in socks:
@@ -277,14 +267,7 @@ def test_a_stop_answers_the_calls_being_served(tmp_path: Path) -> None:
         stderr.open("wb") as err,
         http_server_process(lib.root, lib.db_path, err) as (proc, port),
     ):
-        body = json.dumps(
-            {
-                "jsonrpc": "2.0",
-                "id": 9,
-                "method": "tools/call",
-                "params": {"name": "get_document_structure", "arguments": {"doc_path": "big.md"}},
-            }
-        ).encode()
+        body = heavy_call(9)
         socks = [post_head(port, len(body), body) for _ in range(4)]
         time.sleep(0.3)  # the calls are being served
         proc.send_signal(signal.SIGTERM)

@@ -16,20 +16,9 @@ from pathlib import Path
 import pytest
 
 from markindex_core.serve.mcp_server import http_security
-from tests.mcp.helpers import server_command, wait_until_listening
+from tests.mcp.helpers import INITIALIZE_REQUEST, server_command, wait_until_listening
 
-INITIALIZE = json.dumps(
-    {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-11-25",
-            "capabilities": {},
-            "clientInfo": {"name": "t", "version": "0"},
-        },
-    }
-).encode()
+INITIALIZE = json.dumps(INITIALIZE_REQUEST).encode()
 
 
 def _free_port(host: str) -> int:

@@ -22,6 +22,7 @@ from markindex_core.library import Library
 from markindex_core.serve.mcp_server import build_server, public_schema
 from markindex_core.tools.contract import AGENT_INSTRUCTIONS, TOOLS
 from tests.mcp.helpers import (
+    INITIALIZE_REQUEST,
     LARGEST_DOC,
     TOOL_NAMES,
     content_lines,
@@ -170,19 +171,7 @@ def _start_server(lib: Library) -> subprocess.Popen[bytes]:
         [command, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
     )
     assert proc.stdout
-    _rpc(
-        proc,
-        {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-11-25",
-                "capabilities": {},
-                "clientInfo": {"name": "t", "version": "0"},
-            },
-        },
-    )
+    _rpc(proc, INITIALIZE_REQUEST)
     reply = json.loads(proc.stdout.readline())
     assert reply["id"] == 1 and "instructions" in reply["result"]
     _rpc(proc, {"jsonrpc": "2.0", "method": "notifications/initialized"})

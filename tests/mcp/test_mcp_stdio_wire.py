@@ -16,19 +16,10 @@ import pytest
 
 from markindex_core.library import Library
 from markindex_core.serve.mcp_server import refusal
-from tests.mcp.helpers import server_command
+from tests.mcp.helpers import INITIALIZE_REQUEST, server_command
 from tests.paths import REPO
 
-INIT = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-11-25",
-        "capabilities": {},
-        "clientInfo": {"name": "t", "version": "0"},
-    },
-}
+INIT = INITIALIZE_REQUEST
 
 
 def _pump(stream: IO[bytes], into: queue.Queue[bytes]) -> None:
