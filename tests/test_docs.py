@@ -91,7 +91,8 @@ def test_every_json_key_is_documented_in_the_readme(tmp_path: Path) -> None:
             text=True,
             timeout=120,
         )
-        assert done.returncode == 0, (label, done.stderr)
+        broken = label.startswith("links")  # the sample's broken link and anchors.md's
+        assert done.returncode == (1 if broken else 0), (label, done.stderr)
         undocumented = _keys(json.loads(done.stdout)) - _documented(readme, label)
         assert not undocumented, (label, undocumented)
     failed = subprocess.run(

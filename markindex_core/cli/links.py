@@ -34,8 +34,10 @@ def register(sub: Subparsers) -> None:
                 "markindex links ~/docs guides/install.md    # one document's links",
                 "markindex links ~/docs --json | jq '.broken | length'",
             ],
-            "0 when the links were listed (broken ones included); 1 when there is no such "
-            "document or no usable index.",
+            "0 when no link is broken and no anchor missing (in DOC, or in the whole "
+            "library); 1 when some are (they are listed, on stdout, with --json too: a link "
+            "check for scripts and CI), or when there is no such document or no usable index "
+            "(stdout empty, one line on stderr);",
         ),
     )
     add_library_args(p)
@@ -67,6 +69,9 @@ def _cell(value: str | None) -> Text:
 
 
 def cmd_links(args: argparse.Namespace) -> int:
+    """List the links, then exit 1 when any listed is broken or misses its anchor (0 when
+    none), with or without --json: scripts and CI run `links` as a link checker, as they run
+    `check` for damage, and need the status to say whether it found something."""
     from markindex_core.store.anchors import missing_anchors
 
     lib = open_library(args, own_index=True)
@@ -77,20 +82,23 @@ def cmd_links(args: argparse.Namespace) -> int:
         for r in rows:
             r["anchor_missing"] = (r["target"], r["anchor"]) in missing
         data: dict[str, Any] = {"path": doc["path"], "links": rows}
+        found = any(r["broken"] or r["anchor_missing"] for r in rows)
     else:
         anchored = lib.store.anchored_links()
         missing = missing_anchors(lib.store, ((r["target"], r["anchor"]) for r in anchored))
         rows = lib.store.broken_links()
         no_anchor = [r for r in anchored if (r["target"], r["anchor"]) in missing]
         data = {"broken": rows, "missing_anchors": no_anchor}
+        found = bool(rows or no_anchor)
+    status = 1 if found else 0
     if args.json:
         emit_json(data)
-        return 0
+        return status
     if args.doc:
         _print_links(str(doc["path"]), rows)
     else:
         _print_broken(rows, no_anchor)
-    return 0
+    return status
 
 
 def _print_links(path: str, rows: list[dict[str, Any]]) -> None:

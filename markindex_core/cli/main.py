@@ -25,9 +25,9 @@ examples:
   markindex mcp /abs/path/to/docs                 # serve it to an agent over MCP (stdio)
 
 Exit status: 0 on success; 1 on a failure (one line on stderr with a hint), also when search
-or retrieve found nothing; 2 for a usage error; 130 when interrupted (Ctrl-C), except the live
-index (daemon, mcp --watch), which stops cleanly with 0. status and check say more in their own
-help."""
+or retrieve found nothing, and when links found a broken link or missing anchor; 2 for a usage
+error; 130 when interrupted (Ctrl-C), except the live index (daemon, mcp --watch), which stops
+cleanly with 0. status, check and links say more in their own help."""
 
 
 def command_modules() -> tuple[ModuleType, ...]:

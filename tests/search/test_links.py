@@ -8,31 +8,37 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from markindex_core.library import Library
 from markindex_core.store.anchors import anchor_key, slug
 
 
-def _cli(*args: str) -> dict[str, Any]:
-    out = subprocess.run(
-        [sys.executable, "-m", "markindex_core", *args, "--json"],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
+def _cli(*args: str, status: int = 0) -> dict[str, Any]:
+    """`markindex ARGS --json`'s answer, once it exited with `status` (`links` exits 1 when it
+    lists a broken link or a missing anchor)."""
+    out = _run(*args, "--json")
+    assert out.returncode == status, out.stderr
     data: dict[str, Any] = json.loads(out.stdout)
     return data
 
 
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "markindex_core", *args], capture_output=True, text=True
+    )
+
+
 def test_links_backlinks_and_broken(indexed_sample: Library) -> None:
     root = str(indexed_sample.root)
-    links = _cli("links", root, "guides/install.md")["links"]
+    links = _cli("links", root, "guides/install.md", status=1)["links"]
     assert {(ln["target"], ln["broken"]) for ln in links} == {
         ("specs/配置参考.md", False),
         ("guides/missing.md", True),
     }
     back = _cli("backlinks", root, "guides/install.md")["backlinks"]
     assert {b["source"] for b in back} == {"README.md", "specs/配置参考.md"}
-    broken = _cli("links", root)["broken"]
+    broken = _cli("links", root, status=1)["broken"]
     assert broken == [{"source": "guides/install.md", "line": 51, "target": "guides/missing.md"}]
 
 
@@ -105,13 +111,13 @@ def test_missing_anchors_are_their_own_kind(tmp_path: Path) -> None:
     lib = Library(tmp_path)
     lib.index()
     lib.close()
-    report = _cli("links", str(tmp_path))
+    report = _cli("links", str(tmp_path), status=1)
     assert report["broken"] == [{"source": "source.md", "line": 19, "target": "gone.md"}]
     assert [(r["line"], r["anchor"]) for r in report["missing_anchors"]] == [
         (15, "no-such-heading"),
         (17, "notes-2"),
     ]
-    rows = _cli("links", str(tmp_path), "source.md")["links"]
+    rows = _cli("links", str(tmp_path), "source.md", status=1)["links"]
     assert [r["anchor"] for r in rows if r["anchor_missing"]] == ["no-such-heading", "notes-2"]
     assert [r["target"] for r in rows if r["broken"]] == ["gone.md"]
 
@@ -149,3 +155,58 @@ def test_no_links_is_said_in_words_not_as_an_empty_table(tmp_path: Path) -> None
     assert _human("links", root, "b.md").strip() == "b.md has no internal links"
     assert _human("backlinks", root, "a.md").strip() == "no document links to a.md"
     assert "│ a.md" in _human("backlinks", root, "b.md")  # a listing still shows its table
+
+
+def _index(root: Path, files: dict[str, str]) -> str:
+    for name, text in files.items():
+        (root / name).write_text(text, encoding="utf-8")
+    lib = Library(root)
+    lib.index()
+    lib.close()
+    return str(root)
+
+
+LINKED = {
+    "a.md": "# A\n\n[b](b.md) and [its part](b.md#part-two)\n",
+    "b.md": "# B\n\n## Part two\n\ntext\n",
+}
+
+
+def test_links_exits_0_when_no_link_is_broken(tmp_path: Path) -> None:
+    """A library (and a document) whose links all lead somewhere: 0, with or without --json."""
+    root = _index(tmp_path, LINKED)
+    for doc in ([], ["a.md"]):
+        assert _run("links", root, *doc).returncode == 0
+        assert _cli("links", root, *doc, status=0)
+
+
+@pytest.mark.parametrize(
+    ("link", "kind", "shown"),
+    [
+        ("[gone](gone.md)", "broken", "broken"),
+        ("[nope](b.md#no-such-part)", "missing_anchors", "missing anchor"),
+    ],
+)
+def test_links_exits_1_when_it_finds_a_broken_link_or_missing_anchor(
+    tmp_path: Path, link: str, kind: str, shown: str
+) -> None:
+    """`links` exited 0 even when it listed broken links, so a script or CI job running it as
+    a link check passed whatever it found. It now exits 1 (as `check` does on damage) when it
+    lists a broken link or missing anchor, in the library or in DOC, with --json too, whose
+    answer is still printed whole; a DOC whose own links are fine is still 0, and a usage
+    error stays 2."""
+    root = _index(tmp_path, {**LINKED, "c.md": f"# C\n\n{link}\n"})
+    human = _run("links", root)
+    assert human.returncode == 1 and "c.md" in human.stdout, human.stderr
+    report = _cli("links", root, status=1)
+    assert [(r["source"], r["line"]) for r in report[kind]] == [("c.md", 3)]
+    assert report["broken" if kind == "missing_anchors" else "missing_anchors"] == []
+    one = _run("links", root, "c.md")
+    assert one.returncode == 1 and shown in one.stdout, one.stderr
+    rows = _cli("links", root, "c.md", status=1)["links"]
+    assert [(r["broken"], r["anchor_missing"]) for r in rows] == [
+        (kind == "broken", kind == "missing_anchors")
+    ]
+    assert _run("links", root, "a.md").returncode == 0  # only DOC's own links count
+    assert _cli("links", root, "a.md", status=0)
+    assert _run("links", root, "--no-such-option").returncode == 2
