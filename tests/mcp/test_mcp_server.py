@@ -164,6 +164,12 @@ def _rpc(proc: subprocess.Popen[bytes], message: dict[str, Any]) -> None:
     proc.stdin.flush()
 
 
+def _replies(proc: subprocess.Popen[bytes], count: int) -> list[dict[str, Any]]:
+    """The next `count` JSON-RPC messages the server writes, in the order they come."""
+    assert proc.stdout
+    return [json.loads(proc.stdout.readline()) for _ in range(count)]
+
+
 def _start_server(lib: Library) -> subprocess.Popen[bytes]:
     """A server on the corpus after the initialize handshake, plus one refused request."""
     command, args = server_command(lib.root, lib.db_path)
@@ -186,9 +192,12 @@ def _start_server(lib: Library) -> subprocess.Popen[bytes]:
                 "params": {"name": "browse_documents", "arguments": arguments},
             },
         )
-    refused = json.loads(proc.stdout.readline())["result"]
+    # Calls run concurrently: the two answers may come back in either order.
+    answers = {reply["id"]: reply["result"] for reply in _replies(proc, 2)}
+    assert set(answers) == {99, 100}, answers
+    refused = answers[99]
     assert refused["isError"] is True and "INVALID_INPUT" in refused["content"][0]["text"]
-    assert json.loads(proc.stdout.readline())["result"]["isError"] is False
+    assert answers[100]["isError"] is False
     return proc
 
 
