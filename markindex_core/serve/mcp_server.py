@@ -648,14 +648,8 @@ class BodyDeadline:
         if ended is None:
             log.info("a client went away before its request body was complete")
             return
-        first: list[Message] = [
-            {"type": "http.request", "body": bytes(body), "more_body": not ended}
-        ]
-
-        async def replay() -> Message:
-            return first.pop() if first else await receive()
-
-        await self.app(scope, replay, send)
+        whole: Message = {"type": "http.request", "body": bytes(body), "more_body": not ended}
+        await self.app(scope, _replaying(whole, receive), send)
 
     async def _read(self, receive: Receive, body: bytearray) -> bool | None:
         """Add the body to `body` up to its end (True) or past the size limit (False); None
@@ -684,6 +678,17 @@ class BodyDeadline:
 
 async def _nothing() -> Message:
     return {"type": "http.disconnect"}
+
+
+def _replaying(first: Message, receive: Receive) -> Receive:
+    """`receive` for an app behind a wrapper that read the request's `first` message itself:
+    that message once, then what `receive` gives."""
+    pending = [first]
+
+    async def replay() -> Message:
+        return pending.pop() if pending else await receive()
+
+    return replay
 
 
 _HTTP_BATCH_REFUSED = (
@@ -715,15 +720,11 @@ def no_batches(app: ASGIApp) -> ASGIApp:
         if scope["type"] != "http" or scope["method"] != "POST":
             await app(scope, receive, send)
             return
-        first: list[Message] = [await receive()]
-        if not first[0].get("more_body") and _is_batch(first[0].get("body", b"")):
+        first = await receive()
+        if not first.get("more_body") and _is_batch(first.get("body", b"")):
             await refusal(scope, receive, send)
             return
-
-        async def replay() -> Message:
-            return first.pop() if first else await receive()
-
-        await app(scope, replay, send)
+        await app(scope, _replaying(first, receive), send)
 
     return serve
 
