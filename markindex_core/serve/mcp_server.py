@@ -575,10 +575,6 @@ def _host_port(host: str, port: int | str) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-# What uvicorn logs at ERROR for a response a stop cut short (an open event stream).
-UVICORN_CUT_STREAM = "ASGI callable returned without completing response"
-
-
 def _is_loopback(host: str) -> bool:
     """Whether only this machine can reach `host` (a loopback name or address)."""
     import ipaddress
@@ -862,18 +858,8 @@ async def run_http(
         lifespan="on",
     )
     http = uvicorn.Server(config)
-
-    def not_a_stop(record: logging.LogRecord) -> bool:
-        """A stop cuts the event streams clients hold open; uvicorn calls each an ERROR."""
-        return not (http.should_exit and record.getMessage().startswith(UVICORN_CUT_STREAM))
-
-    cut_streams = logging.getLogger("uvicorn.error")
-    cut_streams.addFilter(not_a_stop)
-    try:
-        async with anyio.create_task_group() as tg:
-            for job in background:
-                tg.start_soon(_background, job, ready)
-            await http.serve()
-            tg.cancel_scope.cancel()
-    finally:
-        cut_streams.removeFilter(not_a_stop)
+    async with anyio.create_task_group() as tg:
+        for job in background:
+            tg.start_soon(_background, job, ready)
+        await http.serve()
+        tg.cancel_scope.cancel()
