@@ -132,12 +132,8 @@ def test_heading_anchors_as_github_makes_them() -> None:
 
 
 def _human(*args: str) -> str:
-    out = subprocess.run(
-        [sys.executable, "-m", "markindex_core", *args],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
+    out = _run(*args)
+    assert out.returncode == 0, out.stderr
     return out.stdout
 
 
@@ -145,12 +141,7 @@ def test_no_links_is_said_in_words_not_as_an_empty_table(tmp_path: Path) -> None
     """A library with no broken link, a document without links and one nothing links to each
     printed an empty table (`links` even titled it 'broken links'), which reads as a failed
     listing. Each now says in one line that there is nothing, and what the command looked for."""
-    (tmp_path / "a.md").write_text("# A\n\n[b](b.md)\n", encoding="utf-8")
-    (tmp_path / "b.md").write_text("# B\n\nno links here\n", encoding="utf-8")
-    lib = Library(tmp_path)
-    lib.index()
-    lib.close()
-    root = str(tmp_path)
+    root = _index(tmp_path, {"a.md": "# A\n\n[b](b.md)\n", "b.md": "# B\n\nno links here\n"})
     assert _human("links", root).strip() == "no broken links and no missing anchors"
     assert _human("links", root, "b.md").strip() == "b.md has no internal links"
     assert _human("backlinks", root, "a.md").strip() == "no document links to a.md"
