@@ -184,10 +184,13 @@ def preview(
     info: DocMeta | None,
     focus: tuple[int, int] | None = None,
     max_lines: int = TUI_PREVIEW_MAX_LINES,
+    keep: tuple[int, int] | None = None,
 ) -> Preview:
     """Load only `ref`'s line range (cut to `max_lines`, keeping `focus` lines in view).
 
-    `info` is reused when the caller already has this document's metadata.
+    `info` is reused when the caller already has this document's metadata. `keep` is the
+    window (first, last line) a refresh must read again, however long the reader made it, so
+    the place they had scrolled to still exists.
     """
     doc_path = ref.doc_path
     if ref.kind == "folder":
@@ -210,7 +213,10 @@ def preview(
         start, end, title = node["start_line"], node["subtree_end"], str(node["title"] or "")
         summary, own = node["summary"], (int(node["start_line"]), int(node["end_line"]))
     first = start
-    if focus is not None and focus[1] > start + max_lines - 1:
+    if keep is not None:
+        max_lines = max(max_lines, keep[1] - keep[0] + 1)
+        first = max(start, min(keep[0], end - max_lines + 1))
+    elif focus is not None and focus[1] > start + max_lines - 1:
         first = max(start, focus[0] - 10)
     last = min(end, first + max_lines - 1)
     lines = lib.store.read_lines(doc["id"], first, last)

@@ -117,12 +117,18 @@ class BrowseScreen(Screen[None]):
 
     @work(exclusive=True, group="preview", exit_on_error=False)
     async def load_preview(self, ref: Ref, keep_scroll: bool = False) -> None:
-        """Read only this entry's lines in a thread; a newer highlight cancels this one."""
+        """Read only this entry's lines in a thread; a newer highlight cancels this one.
+
+        `keep_scroll` (a refresh): the entry on screen is read again as far as the reader had
+        loaded it, keeping their place; another entry (the one on screen is gone) starts at its top.
+        """
         t0 = time.perf_counter()
         hit = self._hit if self._hit is not None and self._hit.key == ref.key else None
         focus = hit.lines if hit is not None else None
         cached = self._info_cache.get(ref.doc_path or "")
-        p = await asyncio.to_thread(data.preview, self.mapp.lib, ref, cached, focus)
+        held = self.query_one(LinesView).held(ref) if keep_scroll else None
+        keep_scroll = held is not None
+        p = await asyncio.to_thread(data.preview, self.mapp.lib, ref, cached, focus, keep=held)
         if hit is not None and p.own != hit.section:
             # The document changed since the search: its passage and citation no longer hold.
             self._hit, focus = None, None

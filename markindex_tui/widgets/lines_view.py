@@ -11,7 +11,7 @@ from textual.widgets import TextArea
 from textual.widgets.text_area import Selection
 
 from markindex_core.text.safe import printable
-from markindex_tui.data import Preview
+from markindex_tui.data import Preview, Ref
 from markindex_tui.settings import TUI_PREVIEW_LINE_CHARS
 
 # `printable` escapes every other character `str.splitlines` breaks at; the text area splits its
@@ -100,11 +100,21 @@ class LinesView(TextArea):
         self._scrolled(self.scroll_y)
         return self.shown
 
+    def held(self, ref: Ref) -> tuple[int, int] | None:
+        """The lines (first, last) held for `ref`'s entry; None when another entry is shown."""
+        p = self.shown
+        if p is None or p.ref.key != ref.key or not p.lines:
+            return None
+        return p.start, p.start + len(p.lines) - 1
+
     def show(
         self, p: Preview, focus: tuple[int, int] | None = None, keep_scroll: bool = False
     ) -> None:
-        """Load `p`'s lines; select `focus` (first, last line) and bring it into view."""
-        scroll = self.scroll_offset
+        """Load `p`'s lines; select `focus` (first, last line) and bring it into view.
+
+        `keep_scroll` (the same entry read again after a commit) keeps the scroll offset and
+        the cursor, which loading the text put back on the first line."""
+        scroll, selection = self.scroll_offset, self.selection
         self.shown = p
         self._shows += 1
         self._asked = False
@@ -121,6 +131,7 @@ class LinesView(TextArea):
             self._placing = True
             self.call_after_refresh(self._scroll_to_row, self._shows, r0)
         elif keep_scroll:
+            self.selection = selection
             self._placing = True
             self.call_after_refresh(self._scroll_back, self._shows, scroll.x, scroll.y)
         else:

@@ -481,3 +481,49 @@ async def test_quitting_during_the_first_build_stops_it(tmp_path: Path) -> None:
     assert built < total
     assert lib.index().added  # the next run completes the work
     assert lib.store.count_documents() == total
+
+
+async def test_a_commit_elsewhere_keeps_the_readers_place_in_a_long_preview(
+    tmp_path: Path,
+) -> None:
+    """Reading line 900 of a long document (three windows loaded), any commit by another
+    process, even of another file, reloaded the preview from its first window: the view jumped
+    back to line 1 and the cursor to the first line. The reader's lines, place and cursor stay."""
+    from textual.geometry import Offset
+
+    from markindex_tui.widgets.lines_view import LinesView
+
+    root = tmp_path / "lib"
+    root.mkdir()
+    (root / "a.md").write_text(
+        "# Long\n\n" + "".join(f"line {i}\n" for i in range(3, 2001)), encoding="utf-8"
+    )
+    (root / "b.md").write_text("# B\n\nbody\n", encoding="utf-8")
+    Library(root).index()
+    app = make_app(root)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        await pilot.press("down", "tab")  # a.md, the preview focused
+        await settle(pilot)
+        view = app.screen.query_one(LinesView)
+        tree = app.screen.query_one(LibraryTree)
+        for _ in range(40):
+            await pilot.press("pagedown")
+            await settle(pilot)
+
+        def top_line() -> int:
+            row, _ = view.wrapped_document.offset_to_location(Offset(0, round(view.scroll_y)))
+            return view.line_number_start + row
+
+        top, cursor = top_line(), view.cursor_location
+        assert top > 600 and cursor[0] > 600, (top, cursor)
+        (root / "c.md").write_text("# C\n\nbody\n", encoding="utf-8")
+        other = Library(root)
+        other.index()
+        other.close()
+        await wait_until(pilot, lambda: len(tree.root.children) == 3)
+        await settle(pilot)
+        assert (top_line(), view.cursor_location) == (top, cursor)
+        await pilot.press("down")  # the cursor goes on from where it was
+        await settle(pilot)
+        assert view.cursor_location[0] == cursor[0] + 1 and top_line() >= top
