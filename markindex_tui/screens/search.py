@@ -39,6 +39,15 @@ class Scope:
         return "whole library"
 
 
+class QueryInput(Input):
+    """The search box: a control or bidi character pasted into it (text copied from a terminal
+    or a hostile file) becomes a space. Drawn raw, an ESC in the box reached the terminal (an
+    OSC 52 wrote the clipboard); nothing is searched by it anyway."""
+
+    def replace(self, text: str, start: int, end: int) -> None:
+        super().replace("".join(ch if printable(ch) == ch else " " for ch in text), start, end)
+
+
 def scopes_for(folder: str, doc_path: str | None) -> list[Scope]:
     """The scopes the one scope key cycles through, from where the cursor is."""
     out = [Scope("library")]
@@ -98,7 +107,7 @@ class SearchScreen(ModalScreen[Hit | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Input(
+            yield QueryInput(
                 self.initial_query,
                 placeholder="search: words, a question, an identifier, 中文…",
                 id="query",

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 from rich.console import Console
-from textual.widgets import OptionList, Static
+from textual import events
+from textual.widgets import Input, OptionList, Static
 
 from markindex_core.library import Library
 from markindex_tui.app import MarkindexApp
@@ -178,3 +179,28 @@ async def test_unicode_line_separators_do_not_shift_the_line_numbers(tmp_path: P
         assert lines.document.get_line(6) == "zqlast line"  # row 6 is line 7, as in the file
         assert lines.document.get_line(2) == "before\\u2028after"
         assert lines.document.get_line(4) == "para\\u2029graph"
+
+
+async def test_control_characters_pasted_into_the_search_box_are_not_sent_raw(
+    hostile: Path,
+) -> None:
+    """Text copied from a terminal or a hostile file and pasted into the search box kept its
+    ESC and bidi characters: the box drew them raw, so the terminal ran the OSC 52 (the
+    clipboard was written) and cleared the screen. They become spaces: nothing is searched by
+    them, and the words around them are still found."""
+    app = make_app(hostile)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("slash")
+        await settle(pilot)
+        app.screen.query_one("#query", Input).focus()
+        pilot.app.post_message(events.Paste(f"{OSC52}zqosc{CLEAR}\u202e\nsecond line"))
+        await settle(pilot)
+        await pilot.pause(0.3)  # the typing pause before the search
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, SearchScreen)
+        assert screen.query_one("#query", Input).value == " ]52;c;ZWNobyBwd25lZA== zqosc [2J "
+        assert raw_controls([app.export_screenshot()]) == []
+        assert "\u202e" not in app.export_screenshot()
+        assert screen.result is not None and len(screen.result.hits) == 2
