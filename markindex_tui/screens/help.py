@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from typing import ClassVar
 
 from rich.console import Group, RenderableType
@@ -25,16 +26,25 @@ def _everything(_: Binding) -> bool:
 def class_bindings(
     classes: Iterable[type], keep: Callable[[Binding], bool] = _everything
 ) -> list[Binding]:
-    """Bindings with a description, from each class and its bases (subclasses override keys)."""
+    """Bindings with a description, from each class and its bases, each with the keys it still
+    holds: as in Textual, a subclass's "home,ctrl+a" takes "home" from a base's "home" (whose
+    "Scroll Home" was listed beside it, though home never scrolled there)."""
     by_key: dict[str, Binding] = {}
     for cls in classes:
         for base in reversed(cls.__mro__):
             raw: list[BindingType] = base.__dict__.get("BINDINGS", [])
             for b in raw:
                 binding = b if isinstance(b, Binding) else Binding(*b)
-                if binding.description and keep(binding):
-                    by_key[binding.key] = binding
-    return list(by_key.values())
+                for key in binding.key.split(","):
+                    by_key[key.strip()] = binding
+    held: dict[int, tuple[Binding, list[str]]] = {}
+    for key, binding in by_key.items():
+        held.setdefault(id(binding), (binding, []))[1].append(key)
+    return [
+        replace(binding, key=",".join(keys))
+        for binding, keys in held.values()
+        if binding.description and keep(binding)
+    ]
 
 
 def bindings_table(app: App[object], title: str, bindings: list[Binding]) -> RenderableType:

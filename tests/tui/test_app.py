@@ -191,6 +191,40 @@ async def test_help_lists_every_binding(sample_app: MarkindexApp) -> None:
         assert isinstance(app.screen, BrowseScreen)
 
 
+async def test_help_says_what_each_key_does_where_it_is_pressed(tmp_path: Path) -> None:
+    """The preview's help listed "home: Scroll Home" and "home / ^a: Cursor line start" (and the
+    same for end): the text area's binding replaces its scroll view's, so home moved the cursor
+    to the start of its line and never scrolled home. Each key is listed once per section, with
+    what it does there."""
+    from markindex_tui.app import help_sections
+    from markindex_tui.screens.help import class_bindings
+
+    for title, classes, keep in help_sections():
+        keys = [k.strip() for b in class_bindings(classes, keep) for k in b.key.split(",")]
+        assert len(keys) == len(set(keys)), (title, keys)
+    preview = next(s for s in help_sections() if s[0].startswith("Preview"))
+    does = {
+        k.strip(): b.description for b in class_bindings(*preview[1:]) for k in b.key.split(",")
+    }
+    assert (does["home"], does["end"]) == ("Cursor line start", "Cursor line end")
+
+    root = tmp_path / "lib"
+    root.mkdir()
+    (root / "a.md").write_text("# A\n\n" + "".join(f"line {i}\n" for i in range(200)))
+    Library(root).index()
+    app = make_app(root)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("down", "tab", "pagedown", "pagedown", "right", "right")
+        await settle(pilot)
+        view = app.screen.query_one(LinesView)
+        row, scrolled = view.cursor_location[0], view.scroll_y
+        assert row > 0 and scrolled > 0 and view.cursor_location[1] == 2
+        await pilot.press("home")
+        await settle(pilot)
+        assert view.cursor_location == (row, 0) and view.scroll_y == scrolled
+
+
 async def test_refresh_after_another_process_indexes(indexed_sample: Library) -> None:
     root = indexed_sample.root
     app = make_app(root)
