@@ -315,5 +315,10 @@ def age(seconds_ago: float) -> str:
     return f"{int(seconds_ago // 86400)} days ago"
 
 
+def documents(n: int) -> str:
+    """'1 document', '2 documents'."""
+    return f"{n:,} document{'' if n == 1 else 's'}"
+
+
 def now() -> float:
     return time.time()

@@ -330,7 +330,7 @@ class BrowseScreen(Screen[None]):
             return
         changes = len(report.added) + len(report.updated) + len(report.removed)
         self.app.call_from_thread(
-            self.notify, f"{changes} documents changed", title="index updated"
+            self.notify, f"{data.documents(changes)} changed", title="index updated"
         )
 
     def action_focus_lines(self) -> None:

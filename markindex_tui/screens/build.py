@@ -18,6 +18,7 @@ from textual.worker import Worker, get_current_worker
 from markindex_core.errors import MarkindexError
 from markindex_core.library import Library
 from markindex_core.text.safe import printable
+from markindex_tui.data import documents
 from markindex_tui.failures import describe, failure
 
 Progress = Callable[[int, int, str], None]  # (files done, files in all, path): `Library.index`'s
@@ -157,6 +158,6 @@ class BuildScreen(Screen[bool]):
         self.app.notify(message, title="index not built", severity="error", markup=False)
 
     def _done(self, added: int, skipped: int) -> None:
-        msg = f"indexed {added} documents" + (f", skipped {skipped}" if skipped else "")
+        msg = f"indexed {documents(added)}" + (f", skipped {skipped}" if skipped else "")
         self.app.notify(msg, title="index built")
         self.dismiss(True)

@@ -559,6 +559,30 @@ async def test_a_library_of_one_document_is_counted_in_the_singular(tmp_path: Pa
         assert "· 1 result" in info and "1 results" not in info, info
 
 
+async def test_building_and_updating_one_document_is_said_in_the_singular(tmp_path: Path) -> None:
+    """Building the index of a one-file library said "indexed 1 documents", and `i` after an
+    edit "1 documents changed"."""
+    from textual.widgets._toast import Toast
+
+    root = tmp_path / "one"
+    root.mkdir()
+    (root / "only.md").write_text("# Only\n\nbody\n", encoding="utf-8")
+    app = make_app(root)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+
+        def toasts() -> list[str]:
+            return [t.render().plain for t in app.screen.query(Toast)]
+
+        await settle(pilot)
+        await pilot.press("enter")  # build it
+        await wait_until(pilot, lambda: any("indexed" in t for t in toasts()))
+        assert "index built\nindexed 1 document" in toasts()
+        (root / "only.md").write_text("# Only\n\nmore body\n", encoding="utf-8")
+        await pilot.press("i")
+        await wait_until(pilot, lambda: any("changed" in t for t in toasts()))
+        assert "index updated\n1 document changed" in toasts()
+
+
 def on_screen(app: MarkindexApp) -> str:
     """The characters the terminal shows (from the screenshot: markup dropped, spaces kept)."""
     svg = app.export_screenshot()
