@@ -452,6 +452,8 @@ class LibraryTree(Tree[Entry]):
         candidates: list[Key] = [ref.key]
         if ref.kind == "node":
             candidates.append(("document", ref.path, ""))
+        if ref.doc_path is not None:  # now skipped (made binary, too big): its line says why
+            candidates.append(("skipped", ref.doc_path, ""))
         path = ref.folder
         while True:
             candidates.append(("folder", path, ""))
@@ -461,10 +463,19 @@ class LibraryTree(Tree[Entry]):
         by_key = {_key(n): n for n in self.walk()}
         if ref.doc_path is not None and ("document", ref.doc_path, "") not in by_key:
             # Else the cursor moves for no reason anyone can see.
+            skipped = by_key.get(("skipped", ref.doc_path, ""))
+            title, why = (
+                ("document skipped", f"is no longer indexed: {printable(skipped.data.ref.reason)}")
+                if skipped is not None and skipped.data is not None
+                else (
+                    "document removed",
+                    "was removed from the index (deleted, moved or now ignored): showing the"
+                    " closest entry still there",
+                )
+            )
             self.notify(
-                f"{printable(ref.doc_path)} was removed from the index (deleted, moved or now"
-                " ignored): showing the closest entry still there",
-                title="document removed",
+                f"{printable(ref.doc_path)} {why}",
+                title=title,
                 severity="warning",
                 markup=False,
             )

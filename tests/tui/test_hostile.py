@@ -527,3 +527,31 @@ async def test_a_commit_elsewhere_keeps_the_readers_place_in_a_long_preview(
         await pilot.press("down")  # the cursor goes on from where it was
         await settle(pilot)
         assert view.cursor_location[0] == cursor[0] + 1 and top_line() >= top
+
+
+async def test_the_open_document_now_skipped_is_shown_as_skipped(tmp_path: Path) -> None:
+    """The document on screen was overwritten with binary data and another process indexed
+    it: the app said it was "removed from the index (deleted, moved or now ignored)" and moved
+    the cursor to the library folder, while the tree listed it as skipped, with the reason,
+    right there. The cursor now goes to that line and the notice says why it is not indexed."""
+    root = tmp_path / "lib"
+    root.mkdir()
+    doc = root / "a.md"
+    doc.write_text(_two_sections(1), encoding="utf-8")
+    (root / "b.md").write_text("# B\n\nbody\n", encoding="utf-8")
+    Library(root).index()
+    app = make_app(root)
+    async with app.run_test(size=(100, 30), notifications=True) as pilot:
+        await settle(pilot)
+        await pilot.press("down", "enter", "down")  # a.md, its first section
+        await settle(pilot)
+        doc.write_bytes(b"\x00\x01binary\xff\xfe" * 100)
+        other = Library(root)
+        other.index()
+        other.close()
+        await wait_until(pilot, lambda: any("a.md" in t for t in toasts(app)))
+        await settle(pilot)
+        ref = app.screen.query_one(LibraryTree).selected_ref()
+        assert ref is not None and ref.key == ("skipped", "a.md", ""), ref
+        said = next(t for t in toasts(app) if "a.md" in t)
+        assert said == f"document skipped\na.md is no longer indexed: {ref.reason}", said
