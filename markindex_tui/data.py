@@ -185,17 +185,19 @@ def preview(
     focus: tuple[int, int] | None = None,
     max_lines: int = TUI_PREVIEW_MAX_LINES,
     keep: tuple[int, int] | None = None,
+    listed: int = 0,
 ) -> Preview:
     """Load only `ref`'s line range (cut to `max_lines`, keeping `focus` lines in view).
 
-    `info` is reused when the caller already has this document's metadata. `keep` is the
-    window (first, last line) a refresh must read again, however long the reader made it, so
-    the place they had scrolled to still exists.
+    `info` is reused when the caller already has this document's metadata. A refresh reads
+    again what the reader had loaded, so the place they had scrolled to still exists: `keep`
+    is a document's window (first, last line), `listed` how many of a folder's documents.
     """
     doc_path = ref.doc_path
     if ref.kind == "folder":
         below = lib.store.count_documents(ref.path)
-        return Preview(ref, None, documents=below, folder=folder_page(lib, ref.path))
+        page = folder_page(lib, ref.path, limit=max(TUI_FOLDER_VIEW_PAGE, listed))
+        return Preview(ref, None, documents=below, folder=page)
     if doc_path is None:
         return Preview(ref, None)
     if info is None or info.doc["path"] != doc_path:

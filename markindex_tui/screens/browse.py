@@ -120,15 +120,19 @@ class BrowseScreen(Screen[None]):
         """Read only this entry's lines in a thread; a newer highlight cancels this one.
 
         `keep_scroll` (a refresh): the entry on screen is read again as far as the reader had
-        loaded it, keeping their place; another entry (the one on screen is gone) starts at its top.
+        loaded it (lines, or a folder's documents), keeping their place; another entry (the one
+        on screen is gone) starts at its top.
         """
         t0 = time.perf_counter()
         hit = self._hit if self._hit is not None and self._hit.key == ref.key else None
         focus = hit.lines if hit is not None else None
         cached = self._info_cache.get(ref.doc_path or "")
         held = self.query_one(LinesView).held(ref) if keep_scroll else None
-        keep_scroll = held is not None
-        p = await asyncio.to_thread(data.preview, self.mapp.lib, ref, cached, focus, keep=held)
+        listed = self.query_one(FolderView).held(ref) if keep_scroll else None
+        keep_scroll = held is not None or listed is not None
+        p = await asyncio.to_thread(
+            data.preview, self.mapp.lib, ref, cached, focus, keep=held, listed=listed or 0
+        )
         if hit is not None and p.own != hit.section:
             # The document changed since the search: its passage and citation no longer hold.
             self._hit, focus = None, None
@@ -149,7 +153,7 @@ class BrowseScreen(Screen[None]):
         lines, folder = self.query_one(LinesView), self.query_one(FolderView)
         is_folder = p.folder is not None
         if p.folder is not None:
-            folder.show(p.folder, p.documents)
+            folder.show(p.folder, p.documents, keep=keep_scroll)
         else:
             lines.show(p, focus, keep_scroll=keep_scroll)
         if folder.has_focus and not is_folder:

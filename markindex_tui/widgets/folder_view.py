@@ -14,7 +14,7 @@ from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
 from markindex_core.text.safe import printable
-from markindex_tui.data import FolderDoc, FolderPage
+from markindex_tui.data import FolderDoc, FolderPage, Ref
 
 
 def _size(n: int) -> str:
@@ -64,15 +64,29 @@ class FolderView(OptionList):
         self.left = 0  # documents not yet listed
         self._asked = False
 
-    def show(self, page: FolderPage, below: int) -> None:
-        """List the first page; say so when the documents are all in sub-folders."""
+    def held(self, ref: Ref) -> int | None:
+        """How many documents are listed for `ref`'s folder; None when it is not on show."""
+        if not self.display or ref.kind != "folder" or ref.path != self.folder:
+            return None
+        return len(self.docs)
+
+    def show(self, page: FolderPage, below: int, keep: bool = False) -> None:
+        """List the first page; say so when the documents are all in sub-folders.
+
+        `keep` (the same folder listed again after a commit) keeps the highlighted line and the
+        scroll offset, which clearing the options lost."""
+        highlighted, scroll = self.highlighted, self.scroll_y
         self.folder, self.docs, self.left, self._asked = page.folder, [], 0, False
         self.clear_options()
         if not page.docs:
             note = f"no documents directly in this folder ({below:,} in sub-folders)"
             self.add_option(Option(Text(note, style="dim italic"), disabled=True))
         self.append(page)
-        self.scroll_home(animate=False)
+        if keep and highlighted is not None and self.option_count:
+            self.highlighted = min(highlighted, self.option_count - 1)
+            self.call_after_refresh(self.scroll_to, y=scroll, animate=False)
+        else:
+            self.scroll_home(animate=False)
 
     def append(self, page: FolderPage) -> None:
         """Add a further page (ignored when the view moved to another folder meanwhile)."""

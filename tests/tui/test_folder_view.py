@@ -10,7 +10,7 @@ import pytest
 from markindex_core.library import Library
 from markindex_tui.app import MarkindexApp
 from markindex_tui.settings import TUI_FOLDER_VIEW_PAGE
-from markindex_tui.testing import SIZE, make_app, settle
+from markindex_tui.testing import SIZE, make_app, settle, wait_until
 from markindex_tui.widgets.folder_view import FolderView
 from markindex_tui.widgets.library_tree import LibraryTree
 from markindex_tui.widgets.lines_view import LinesView
@@ -87,3 +87,33 @@ async def test_big_folder_pages_and_enter_opens_a_document(big_folder: Path) -> 
         ref = tree.selected_ref()
         assert ref is not None and ref.key == ("document", "many/r119.md", "")
         assert tree.has_focus and app.screen.query_one(LinesView).display
+
+
+async def test_a_commit_elsewhere_keeps_the_place_in_a_folders_documents(
+    big_folder: Path,
+) -> None:
+    """Down at document 110 of a folder's list (its second page loaded), any commit by another
+    process, even of another file, listed the folder again from its first page with nothing
+    highlighted: the place was lost, and enter did nothing until an arrow key was pressed."""
+    app = make_app(big_folder)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("down", "tab", "end", "enter")  # many/, its second page
+        await settle(pilot)
+        view = app.screen.query_one(FolderView)
+        await pilot.press(*["down"] * 10)
+        await settle(pilot)
+        place = (view.highlighted, len(view.docs), view.scroll_y)
+        assert place[0] == TUI_FOLDER_VIEW_PAGE + 10 and place[1] == TUI_FOLDER_VIEW_PAGE + 20
+        (big_folder / "new.md").write_text("# New\n\nbody\n", encoding="utf-8")
+        other = Library(big_folder)
+        other.index()
+        other.close()
+        tree = app.screen.query_one(LibraryTree)
+        await wait_until(pilot, lambda: tree.node_for(("document", "new.md", "")) is not None)
+        await settle(pilot)
+        assert (view.highlighted, len(view.docs), view.scroll_y) == place
+        await pilot.press("enter")  # opens the document that was highlighted
+        await settle(pilot)
+        ref = tree.selected_ref()
+        assert ref is not None and ref.key == ("document", "many/r110.md", "")
