@@ -99,6 +99,7 @@ class SearchScreen(ModalScreen[Hit | None]):
         self.initial_query = query
         self.query_text = query
         self.result: SearchResult | None = None
+        self.result_scope: Scope | None = None  # the scope `result` was searched in
         self.last_latency_ms = 0.0  # after the pause: search + showing the results
 
     @property
@@ -153,6 +154,7 @@ class SearchScreen(ModalScreen[Hit | None]):
         except MarkindexError as exc:
             self.notify(printable(exc.message), title="search", severity="error", markup=False)
             return
+        self.result_scope = scope
         self._show(result)
         self.app.call_after_refresh(self._painted, t0)
         if choose:
@@ -206,9 +208,12 @@ class SearchScreen(ModalScreen[Hit | None]):
     @on(Input.Submitted, "#query")
     def _submitted(self, event: Input.Submitted) -> None:
         event.stop()
-        if self.result is not None and self.result.query == event.value:
+        # Enter before the typing pause ended, or right after a scope change, while the list
+        # still holds other results: search now, then open the first result.
+        r = self.result
+        if r is not None and r.query == event.value and self.result_scope == self.scope:
             self.action_choose()
-        else:  # enter pressed before the pause ended: search now, then open the first result
+        else:
             self.run_search(event.value, pause=False, choose=True)
 
     @on(HitList.OptionSelected, "#results")

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from textual import events
 from textual.widgets import OptionList
 
 from markindex_core.library import Library
@@ -160,6 +161,40 @@ async def test_scope_search_to_the_current_document(sample_app: MarkindexApp) ->
         again = app.screen
         assert isinstance(again, SearchScreen)
         assert again.scope.kind == "document" and again.query_text == "数据 install"
+
+
+async def test_enter_right_after_a_scope_change_opens_a_result_of_the_new_scope(
+    tmp_path: Path,
+) -> None:
+    """Enter pressed while the search of a newly chosen scope still ran opened the first result
+    of the scope before: the query was the same, so the old results passed for the new ones
+    (here: the one hit in b.md, when the whole library was asked for). Enter now waits for the
+    new scope's results."""
+    root = tmp_path / "lib"
+    (root / "f").mkdir(parents=True)
+    filler = " ".join(f"zebra word{j}" for j in range(300))
+    body = "# D\n\n" + "".join(f"## S{k}\n\n{filler}\n\n" for k in range(40))
+    for i in range(40):  # a library search takes ~0.1 s: enter comes before its results
+        (root / "f" / f"d{i}.md").write_text(body, encoding="utf-8")
+    (root / "b.md").write_text("# B\n\nzebra once\n", encoding="utf-8")
+    Library(root).index()
+    app = make_app(root)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("end", "slash", *"zebra word7")  # b.md; the whole library
+        await settle(pilot)
+        search = app.screen
+        assert isinstance(search, SearchScreen) and search.scope.kind == "library"
+        await pilot.press("ctrl+s")  # this document
+        await settle(pilot)
+        assert search.result is not None and [h.doc_path for h in search.result.hits] == ["b.md"]
+        # The whole library again, and open at once: both keys reach the app together, as
+        # from a quick typist (the pilot's press waits until the app is idle after each key).
+        for key, char in (("ctrl+s", None), ("enter", "\r")):
+            app.post_message(events.Key(key, char))
+        await settle(pilot)
+        ref = tree_of(app).selected_ref()
+        assert ref is not None and ref.path.startswith("f/"), ref
 
 
 async def test_help_lists_every_binding(sample_app: MarkindexApp) -> None:
