@@ -190,8 +190,8 @@ def preview(
     """Load only `ref`'s line range (cut to `max_lines`, keeping `focus` lines in view).
 
     `info` is reused when the caller already has this document's metadata. A refresh reads
-    again what the reader had loaded, so the place they had scrolled to still exists: `keep`
-    is a document's window (first, last line), `listed` how many of a folder's documents.
+    what holds the reader's place again: `keep` is the window (first, last line) around it, and
+    `listed` how many of a folder's documents were listed.
     """
     doc_path = ref.doc_path
     if ref.kind == "folder":

@@ -34,7 +34,7 @@ from markindex_tui.settings import (
 from markindex_tui.widgets.doc_info import DocInfoPanel
 from markindex_tui.widgets.folder_view import FolderView
 from markindex_tui.widgets.library_tree import Entry, LibraryTree
-from markindex_tui.widgets.lines_view import LinesView
+from markindex_tui.widgets.lines_view import LinesView, Place
 from markindex_tui.widgets.status_bar import StatusBar
 
 IndexVersion = tuple[FileId | None, int]
@@ -119,19 +119,19 @@ class BrowseScreen(Screen[None]):
     async def load_preview(self, ref: Ref, keep_scroll: bool = False) -> None:
         """Read only this entry's lines in a thread; a newer highlight cancels this one.
 
-        `keep_scroll` (a refresh): the entry on screen is read again as far as the reader had
-        loaded it (lines, or a folder's documents), keeping their place; another entry (the one
-        on screen is gone) starts at its top.
+        `keep_scroll` (a refresh): the reader stays where they were in the entry on screen (the
+        lines around their place are read again, or as many of a folder's documents); another
+        entry (the one on screen is gone) starts at its top.
         """
         t0 = time.perf_counter()
         hit = self._hit if self._hit is not None and self._hit.key == ref.key else None
         focus = hit.lines if hit is not None else None
         cached = self._info_cache.get(ref.doc_path or "")
-        held = self.query_one(LinesView).held(ref) if keep_scroll else None
+        place = self.query_one(LinesView).place(ref) if keep_scroll else None
         listed = self.query_one(FolderView).held(ref) if keep_scroll else None
-        keep_scroll = held is not None or listed is not None
+        window = place.window() if place is not None else None
         p = await asyncio.to_thread(
-            data.preview, self.mapp.lib, ref, cached, focus, keep=held, listed=listed or 0
+            data.preview, self.mapp.lib, ref, cached, focus, keep=window, listed=listed or 0
         )
         if hit is not None and p.own != hit.section:
             # The document changed since the search: its passage and citation no longer hold.
@@ -143,19 +143,20 @@ class BrowseScreen(Screen[None]):
         if p.info is not None:
             self._info_cache[p.info.doc["path"]] = p.info
         self.query_one(DocInfoPanel).show(p)
-        self._show_lines_or_folder(p, focus, keep_scroll)
+        self._show_lines_or_folder(p, focus, place, listed is not None)
         self.last_preview_ms = (time.perf_counter() - t0) * 1000
 
     def _show_lines_or_folder(
-        self, p: data.Preview, focus: tuple[int, int] | None, keep_scroll: bool
+        self, p: data.Preview, focus: tuple[int, int] | None, place: Place | None, keep: bool
     ) -> None:
-        """A folder lists its documents; anything else shows its original lines."""
+        """A folder lists its documents (`keep`: where the list was); anything else shows its
+        original lines (back at `place`)."""
         lines, folder = self.query_one(LinesView), self.query_one(FolderView)
         is_folder = p.folder is not None
         if p.folder is not None:
-            folder.show(p.folder, p.documents, keep=keep_scroll)
+            folder.show(p.folder, p.documents, keep=keep)
         else:
-            lines.show(p, focus, keep_scroll=keep_scroll)
+            lines.show(p, focus, place)
         if folder.has_focus and not is_folder:
             lines.focus()
         elif lines.has_focus and is_folder:

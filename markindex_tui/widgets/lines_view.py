@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from textual.geometry import Offset
@@ -12,7 +12,7 @@ from textual.widgets.text_area import Selection
 
 from markindex_core.text.safe import printable
 from markindex_tui.data import Preview, Ref
-from markindex_tui.settings import TUI_PREVIEW_LINE_CHARS
+from markindex_tui.settings import TUI_PREVIEW_LINE_CHARS, TUI_PREVIEW_MAX_LINES
 
 # `printable` escapes every other character `str.splitlines` breaks at; the text area splits its
 # rows with it, so one of these would show one line of the file as two numbered rows.
@@ -30,6 +30,21 @@ def shown_line(line: str, limit: int = TUI_PREVIEW_LINE_CHARS) -> str:
         line, cut = line[:limit], f" … [{len(line) - limit:,} more characters on this line]"
     shown = "\t".join(printable(part) for part in line.split("\t"))
     return shown.translate(_LINE_BREAKS) + cut
+
+
+@dataclass(frozen=True)
+class Place:
+    """Where a reader is in an entry, in the file's lines (and columns)."""
+
+    top: int  # the line at the top of the view
+    selection_start: tuple[int, int]
+    cursor: tuple[int, int]
+
+    def window(self) -> tuple[int, int]:
+        """The lines (first, last) a refresh reads again: a window around the top line, not
+        all the reader loaded (laying out thousands of lines anew on every commit froze the
+        app), so there is room to scroll both ways."""
+        return max(1, self.top - TUI_PREVIEW_MAX_LINES), self.top + TUI_PREVIEW_MAX_LINES
 
 
 class LinesView(TextArea):
@@ -100,21 +115,22 @@ class LinesView(TextArea):
         self._scrolled(self.scroll_y)
         return self.shown
 
-    def held(self, ref: Ref) -> tuple[int, int] | None:
-        """The lines (first, last) held for `ref`'s entry; None when another entry is shown."""
+    def place(self, ref: Ref) -> Place | None:
+        """Where the reader is in `ref`'s entry; None when another entry is shown."""
         p = self.shown
         if p is None or p.ref.key != ref.key or not p.lines:
             return None
-        return p.start, p.start + len(p.lines) - 1
+        row, _ = self.wrapped_document.offset_to_location(Offset(0, round(self.scroll_y)))
+        (r0, c0), (r1, c1) = self.selection
+        return Place(p.start + row, (p.start + r0, c0), (p.start + r1, c1))
 
     def show(
-        self, p: Preview, focus: tuple[int, int] | None = None, keep_scroll: bool = False
+        self, p: Preview, focus: tuple[int, int] | None = None, place: Place | None = None
     ) -> None:
         """Load `p`'s lines; select `focus` (first, last line) and bring it into view.
 
-        `keep_scroll` (the same entry read again after a commit) keeps the scroll offset and
-        the cursor, which loading the text put back on the first line."""
-        scroll, selection = self.scroll_offset, self.selection
+        `place` (the same entry read again after a commit) puts the reader back on it: the
+        same line at the top, the cursor and selection on the same lines."""
         self.shown = p
         self._shows += 1
         self._asked = False
@@ -130,22 +146,19 @@ class LinesView(TextArea):
             self.selection = Selection((r1, len(rows[r1])), (r0, 0))
             self._placing = True
             self.call_after_refresh(self._scroll_to_row, self._shows, r0)
-        elif keep_scroll:
-            self.selection = selection
+        elif place is not None and p.lines:
+            (l0, c0), (l1, c1) = place.selection_start, place.cursor
+            self.selection = Selection((max(0, l0 - p.start), c0), (max(0, l1 - p.start), c1))
             self._placing = True
-            self.call_after_refresh(self._scroll_back, self._shows, scroll.x, scroll.y)
+            self.call_after_refresh(self._scroll_to_row, self._shows, place.top - p.start, 0)
         else:
             self.scroll_home(animate=False)
 
-    def _scroll_back(self, shows: int, x: float, y: float) -> None:
-        if shows == self._shows:  # (not a later preview: it starts at its own place)
-            self._placing = False
-            self.scroll_to(x, y, animate=False)
-
-    def _scroll_to_row(self, shows: int, row: int) -> None:
+    def _scroll_to_row(self, shows: int, row: int, above: int = 2) -> None:
+        """Scroll `row` to the top, `above` rows below it (a passage shows what leads to it)."""
         if shows == self._shows:
             self._placing = False
         if shows != self._shows or row >= self.document.line_count:
             return  # another preview replaced it before this refresh: keep that one's place
-        y = self.wrapped_document.location_to_offset((row, 0)).y
-        self.scroll_to(y=max(0, y - 2), animate=False)
+        y = self.wrapped_document.location_to_offset((max(0, row), 0)).y
+        self.scroll_to(y=max(0, y - above), animate=False)
