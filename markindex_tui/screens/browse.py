@@ -127,7 +127,8 @@ class BrowseScreen(Screen[None]):
         hit = self._hit if self._hit is not None and self._hit.key == ref.key else None
         focus = hit.lines if hit is not None else None
         cached = self._info_cache.get(ref.doc_path or "")
-        place = self.query_one(LinesView).place(ref) if keep_scroll else None
+        # (A found passage is shown as after the jump: a window around the place may miss it.)
+        place = self.query_one(LinesView).place(ref) if keep_scroll and not focus else None
         listed = self.query_one(FolderView).held(ref) if keep_scroll else None
         window = place.window() if place is not None else None
         p = await asyncio.to_thread(

@@ -566,3 +566,44 @@ async def test_the_open_document_now_skipped_is_shown_as_skipped(tmp_path: Path)
         assert ref is not None and ref.key == ("skipped", "a.md", ""), ref
         said = next(t for t in toasts(app) if "a.md" in t)
         assert said == f"document skipped\na.md is no longer indexed: {ref.reason}", said
+
+
+async def test_a_commit_after_a_jump_keeps_the_found_passage_selected(tmp_path: Path) -> None:
+    """After a jump to a passage the reader paged on; a commit elsewhere then read the lines
+    around their place (55bfb20), which no longer held the passage, and the selection, clamped
+    into that window, marked line 1229, far from the passage (while `c` still cited it). A
+    found passage is shown again as after the jump, as before that change."""
+    from markindex_tui.widgets.lines_view import LinesView
+
+    root = tmp_path / "lib"
+    root.mkdir()
+    lines = [f"line {i}" for i in range(3, 2001)]
+    lines[997] = "the zebrafish passage"  # line 1000
+    (root / "a.md").write_text("# Long\n\n" + "\n".join(lines) + "\n", encoding="utf-8")
+    (root / "b.md").write_text("# B\n\nbody\n", encoding="utf-8")
+    Library(root).index()
+    app = make_app(root)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        await pilot.press("slash", *"zebrafish", "enter")
+        await settle(pilot)
+        view = app.screen.query_one(LinesView)
+
+        def selected() -> tuple[int, int]:
+            """The file's lines selected (first, last)."""
+            start = view.line_number_start
+            return start + view.selection.end[0], start + view.selection.start[0]
+
+        passage = selected()
+        assert passage[0] <= 1000 <= passage[1], passage
+        await pilot.press("ctrl+l", *["pagedown"] * 25)  # the passage's window and the next
+        await settle(pilot)
+        (root / "c.md").write_text("# C\n\nbody\n", encoding="utf-8")
+        other = Library(root)
+        other.index()
+        other.close()
+        tree = app.screen.query_one(LibraryTree)
+        await wait_until(pilot, lambda: tree.node_for(("document", "c.md", "")) is not None)
+        await settle(pilot)
+        assert selected() == passage
+        assert "the zebrafish passage" in view.selected_text
