@@ -402,6 +402,7 @@ class LibraryTree(Tree[Entry]):
         opened = self._opened()
         shown = {k: e.shown for k, e in opened.items()}
         cursor = self.selected_ref()
+        label = str(self.cursor_node.label) if self.cursor_node is not None else ""
         self._restart_loader()
         self.clear()
         self.root.data = Entry(Ref("folder", ""))
@@ -411,7 +412,7 @@ class LibraryTree(Tree[Entry]):
             if _key(node) in opened and self._refill(node, fl, dl, shown):
                 node.expand()
                 stack.extend(node.children)
-        self._restore_cursor(cursor)
+        self._restore_cursor(cursor, label)
 
     def _opened(self) -> dict[Key, Entry]:
         return {_key(n): n.data for n in self.walk() if n.is_expanded and n.data is not None}
@@ -445,8 +446,9 @@ class LibraryTree(Tree[Entry]):
         entry.loaded = True
         return True
 
-    def _restore_cursor(self, ref: Ref | None) -> None:
-        """Back on the same entry, or on the closest one still there (its document or folder)."""
+    def _restore_cursor(self, ref: Ref | None, label: str = "") -> None:
+        """Back on the same entry, or on the closest one still there (its document or folder);
+        `label` is the entry's line as it was, to say which section is gone."""
         if ref is None:
             return
         candidates: list[Key] = [ref.key]
@@ -476,6 +478,14 @@ class LibraryTree(Tree[Entry]):
             self.notify(
                 f"{printable(ref.doc_path)} {why}",
                 title=title,
+                severity="warning",
+                markup=False,
+            )
+        elif ref.kind == "node" and ref.key not in by_key:
+            self.notify(
+                f"the section {label} is no longer in {printable(ref.path)} (renamed, moved or"
+                " removed): showing the document",
+                title="section gone",
                 severity="warning",
                 markup=False,
             )

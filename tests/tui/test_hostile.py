@@ -607,3 +607,30 @@ async def test_a_commit_after_a_jump_keeps_the_found_passage_selected(tmp_path: 
         await settle(pilot)
         assert selected() == passage
         assert "the zebrafish passage" in view.selected_text
+
+
+async def test_the_open_section_renamed_meanwhile_is_said(tmp_path: Path) -> None:
+    """The section on screen lost its heading's old name in an edit another process indexed:
+    the cursor moved up to its document, and the preview to line 1, without a word."""
+    root = tmp_path / "lib"
+    root.mkdir()
+    doc = root / "a.md"
+    doc.write_text(_two_sections(1), encoding="utf-8")
+    Library(root).index()
+    app = make_app(root)
+    async with app.run_test(size=(100, 30), notifications=True) as pilot:
+        await settle(pilot)
+        tree = app.screen.query_one(LibraryTree)
+        await pilot.press("slash", *"zebra", "enter")  # the section "Sub"
+        await settle(pilot)
+        ref = tree.selected_ref()
+        assert ref is not None and ref.kind == "node"
+        doc.write_text(_two_sections(1).replace("## Sub", "## Renamed"), encoding="utf-8")
+        other = Library(root)
+        other.index()
+        other.close()
+        await wait_until(pilot, lambda: any("a.md" in t for t in toasts(app)))
+        now = tree.selected_ref()
+        assert now is not None and now.key == ("document", "a.md", "")
+        said = next(t for t in toasts(app) if "a.md" in t)
+        assert "Sub" in said and "no longer in a.md" in said, said
