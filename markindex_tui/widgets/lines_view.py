@@ -78,6 +78,7 @@ class LinesView(TextArea):
         self._asked = False
         self._width = 0  # the width the lines were last wrapped at (see on_resize)
         self._placing = False  # a scroll to a passage or back to a place is pending
+        self._placement = (0, 0, 0)  # its (preview, row, rows above): see `_place`
 
     def on_mount(self) -> None:
         self.watch(self, "scroll_y", self._scrolled, init=False)
@@ -85,8 +86,16 @@ class LinesView(TextArea):
     def on_resize(self) -> None:
         """A new width wraps the lines anew: keep the line that was at the top there."""
         width, self._width = self._width, self.size.width
-        if width in (0, self.size.width) or self._placing:
-            return  # same wrap; or a new preview is about to scroll to its own place
+        if width == 0 or self._placing:
+            # Shown again after lines were loaded hidden, or a new preview is about to scroll
+            # to its place: that scroll may run, or have run, on lines not yet wrapped for this
+            # width (loaded hidden, not wrapped at all: a passage at row 122 put row 34 at the
+            # top). Scroll again once they are.
+            if self._placement[0] == self._shows:
+                self.call_after_refresh(self._scroll_to_row, *self._placement)
+            return
+        if width == self.size.width:
+            return  # same wrap
         # Runs before TextArea rewraps for the new width: this is the old wrap's top row.
         top = self.wrapped_document.offset_to_location(Offset(0, round(self.scroll_y)))
         self.call_after_refresh(self._top_back, self._shows, top[0])
@@ -137,6 +146,7 @@ class LinesView(TextArea):
         self._placing = False
         rows = [shown_line(line) for line in p.lines]
         self.load_text("\n".join(rows))
+        self._width = self.size.width  # what it wrapped them at: 0 while hidden (a folder shown)
         self.show_line_numbers = bool(p.lines)
         self.line_number_start = p.start
         if focus is not None and p.lines:
@@ -144,17 +154,22 @@ class LinesView(TextArea):
             r0 = min(max(focus[0] - p.start, 0), last_row)
             r1 = min(max(focus[1] - p.start, r0), last_row)
             self.selection = Selection((r1, len(rows[r1])), (r0, 0))
-            self._placing = True
-            self.call_after_refresh(self._scroll_to_row, self._shows, r0)
+            self._place(r0, 2)
         elif place is not None and p.lines:
             (l0, c0), (l1, c1) = place.selection_start, place.cursor
             self.selection = Selection((max(0, l0 - p.start), c0), (max(0, l1 - p.start), c1))
-            self._placing = True
-            self.call_after_refresh(self._scroll_to_row, self._shows, place.top - p.start, 0)
+            self._place(place.top - p.start, 0)
         else:
             self.scroll_home(animate=False)
 
-    def _scroll_to_row(self, shows: int, row: int, above: int = 2) -> None:
+    def _place(self, row: int, above: int) -> None:
+        """Scroll `row` to the top once the new lines are laid out (and again if a resize
+        wraps them anew before that, see `on_resize`)."""
+        self._placing = True
+        self._placement = (self._shows, row, above)
+        self.call_after_refresh(self._scroll_to_row, *self._placement)
+
+    def _scroll_to_row(self, shows: int, row: int, above: int) -> None:
         """Scroll `row` to the top, `above` rows below it (a passage shows what leads to it)."""
         if shows == self._shows:
             self._placing = False
