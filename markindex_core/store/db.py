@@ -672,7 +672,9 @@ class Store:
             row = self.document_row(form)
             if row is not None:
                 return row.to_dict()
-        return None
+        stored = self._same_text(path)
+        row = self.document_row(stored) if stored else None
+        return None if row is None else row.to_dict()
 
     def document(self, path: str) -> dict[str, Any] | None:
         """`document_row` as a dict (the form the public API and older callers use)."""
@@ -701,7 +703,30 @@ class Store:
         """The folder a person or an agent means by `folder`, as the index spells it: that
         name, else the same name in the other Unicode normalization (see `lookup_document`);
         None when no document lies below any of them."""
-        return next((form for form in _spellings(folder) if self.count_documents(form)), None)
+        found = next((form for form in _spellings(folder) if self.count_documents(form)), None)
+        return found or self._same_text(folder, folder=True)
+
+    def _same_text(self, name: str, *, folder: bool = False) -> str | None:
+        """The stored document path (`folder`: folder) that is `name` in Unicode's eyes though
+        spelled in neither whole-path form `_spellings` tries: a folder one system wrote in NFD
+        (macOS) holding a file another wrote in NFC. Only paths that start with `name`'s ASCII
+        head are read; no normalization changes it but for the letter an accent may join."""
+        if name.isascii():
+            return None
+        key, depth = normalize("NFC", name), name.count("/") + 1
+        first = next(i for i, c in enumerate(name) if not c.isascii())
+        head = name[: max(0, first - 1)]
+        for (path,) in self.conn.execute(
+            "SELECT path FROM documents WHERE path >= ? AND path < ? ORDER BY path",
+            (head, head + "\U0010ffff"),
+        ):
+            parts = str(path).split("/")
+            if folder and len(parts) <= depth:
+                continue
+            candidate = "/".join(parts[:depth]) if folder else str(path)
+            if normalize("NFC", candidate) == key:
+                return candidate
+        return None
 
     def count_documents(self, folder_prefix: str = "") -> int:
         if not folder_prefix:
