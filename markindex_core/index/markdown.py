@@ -401,9 +401,8 @@ def _resolve(href: str, doc_dir: str, line: int) -> Link | None:
     path, anchor = unquote(path.split("?", 1)[0]), unquote(anchor)
     if not path.lower().endswith(MARKDOWN_SUFFIXES):
         return None
+    # Outside the library (`../…`) the path is kept as it leads there, and shows as broken.
     target = posixpath.normpath(
         path.lstrip("/") if path.startswith("/") else posixpath.join(doc_dir, path)
     )
-    if target.startswith("../") or target == "..":
-        target = "../" + target.lstrip("./")  # outside the library: kept, will show as broken
     return Link(line, target, anchor)

@@ -187,3 +187,12 @@ def test_link_lines_in_one_long_paragraph() -> None:
 def test_links_that_leave_the_library_are_kept_as_broken() -> None:
     links = parse_markdown("[x](../../out.md)\n", "a/doc.md").links
     assert [ln.target for ln in links] == ["../out.md"]
+
+
+def test_a_link_that_leaves_the_library_keeps_the_path_it_names() -> None:
+    """`../../../etc/x.md` from a document at the root was reported as `../etc/x.md`, and
+    `../.hidden/x.md` as `../hidden/x.md`: the leading dots and slashes were stripped, so `links`
+    named a file the link does not name, and one a user could not find in the source."""
+    text = "[a](../../../etc/x.md) [b](../.hidden/x.md) [c](sub/../../up.md)\n"
+    links = parse_markdown(text, "doc.md").links
+    assert [ln.target for ln in links] == ["../../../etc/x.md", "../.hidden/x.md", "../up.md"]
