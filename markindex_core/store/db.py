@@ -18,7 +18,7 @@ import urllib.parse
 from bisect import bisect_left
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import count, pairwise, repeat
 from pathlib import Path
 from typing import Any
@@ -838,20 +838,38 @@ class Store:
             " ORDER BY l.line",
             (doc_id,),
         )
-        return [LinkRow.from_columns(c) for c in named_rows(cursor)]
+        rows = [LinkRow.from_columns(c) for c in named_rows(cursor)]
+        for i, row in enumerate(rows):
+            if row.broken and (found := self.linked_path(row.target)):
+                rows[i] = replace(row, target=found, broken=False)
+        return rows
+
+    def linked_path(self, target: str) -> str | None:
+        """The stored path of the document a link's `target` names: that path, else the same
+        name in the other Unicode normalization (a link typed `café.md` in NFC to the file
+        macOS wrote in NFD, which opens under either spelling); None when it names none."""
+        return next(
+            (f for f in _spellings(target) if self.scalar(_PATH_KNOWN, (f,)) is not None), None
+        )
 
     def links_from(self, doc_id: int) -> list[dict[str, Any]]:
         """`link_rows_from` as dicts, for callers not on typed rows yet."""
         return [link.to_dict() for link in self.link_rows_from(doc_id)]
 
     def links_to(self, path: str) -> list[dict[str, Any]]:
+        """The links to the document at `path`, spelled as it is or in another normalization
+        that names no other document (see `linked_path`)."""
+        forms = _spellings(path)
+        marks = ",".join("?" * len(forms))
         return [
             {"source": str(p), "line": int(line), "anchor": str(a)}
-            for p, line, a in self.conn.execute(
-                "SELECT d.path, l.line, l.anchor FROM links l JOIN documents d ON d.id = l.doc_id"
-                " WHERE l.target=? ORDER BY d.path, l.line",
-                (path,),
+            for p, line, a, t in self.conn.execute(
+                "SELECT d.path, l.line, l.anchor, l.target FROM links l"
+                f" JOIN documents d ON d.id = l.doc_id WHERE l.target IN ({marks})"
+                " ORDER BY d.path, l.line",
+                forms,
             )
+            if t == path or self.linked_path(str(t)) == path
         ]
 
     def broken_links(self) -> list[dict[str, Any]]:
@@ -862,20 +880,25 @@ class Store:
                 " WHERE NOT EXISTS (SELECT 1 FROM documents x WHERE x.path = l.target)"
                 " ORDER BY d.path, l.line"
             )
+            if self.linked_path(str(t)) is None
         ]
 
     def anchored_links(self) -> list[dict[str, Any]]:
-        """Links with an #anchor to an indexed document (whether it has that anchor is for
-        `store.anchors.missing_anchors` to say)."""
-        return [
-            {"source": str(p), "line": int(line), "target": str(t), "anchor": str(a)}
-            for p, line, t, a in self.conn.execute(
-                "SELECT d.path, l.line, l.target, l.anchor FROM links l"
-                " JOIN documents d ON d.id = l.doc_id"
-                " WHERE l.anchor != '' AND EXISTS (SELECT 1 FROM documents x WHERE x.path = l.target)"
-                " ORDER BY d.path, l.line"
-            )
-        ]
+        """Links with an #anchor to an indexed document, its target the stored path (whether
+        it has that anchor is for `store.anchors.missing_anchors` to say)."""
+        rows = []
+        for p, line, t, a, known in self.conn.execute(
+            "SELECT d.path, l.line, l.target, l.anchor,"
+            " EXISTS (SELECT 1 FROM documents x WHERE x.path = l.target)"
+            " FROM links l JOIN documents d ON d.id = l.doc_id WHERE l.anchor != ''"
+            " ORDER BY d.path, l.line"
+        ):
+            target = str(t) if known else self.linked_path(str(t))
+            if target:
+                rows.append(
+                    {"source": str(p), "line": int(line), "target": target, "anchor": str(a)}
+                )
+        return rows
 
     def stats(self) -> dict[str, int]:
         return {
@@ -922,6 +945,7 @@ def _passage_contexts(d: DocumentRows) -> list[str]:
     return context
 
 
+_PATH_KNOWN = "SELECT 1 FROM documents WHERE path=?"
 _NODE_SELECT = (
     "SELECT id AS rowid, doc_id, ordinal, node_id, parent_id, depth, kind, level, title,"
     " key_items, start_line, end_line, subtree_end, tokens, subtree_tokens, summary FROM nodes"

@@ -63,3 +63,61 @@ def test_a_path_of_mixed_normalizations_is_found_typed_in_either(tmp_path: Path)
         assert [d["path"] for d in listed["data"]["documents"]] == [stored]
         assert [h.doc_path for h in lib.search("espresso", folder=typed).hits] == [stored]
     lib.close()
+
+
+def test_a_link_typed_in_the_other_normalization_is_not_broken(tmp_path: Path) -> None:
+    """A link written `café.md` (NFC, as keyboards type it) to the file macOS wrote as
+    `café.md` in NFD: macOS opens it under either spelling, but `links` reported it broken,
+    `backlinks` and `get_document` did not list it, and its anchor was never checked. Links
+    now name the document the way the tools find one typed in the other normalization."""
+    root = tmp_path / "lib"
+    root.mkdir()
+    stored = _nfd("café.md")
+    (root / stored).write_text("# Café\n\n## Menu\n\nespresso\n", encoding="utf-8")
+    typed = _nfc("café.md")
+    (root / "src.md").write_text(
+        f"# Src\n\n[a]({typed}#menu)\n[b]({typed}#nope)\n[c](caf%C3%A9.md)\n", encoding="utf-8"
+    )
+    db = tmp_path / "index.db"
+    assert markindex("index", str(root), "--db", str(db)).returncode == 0
+    out = markindex("links", str(root), "src.md", "--db", str(db), "--json")
+    rows = json.loads(out.stdout)["links"]
+    assert [(r["line"], r["target"], r["broken"], r["anchor_missing"]) for r in rows] == [
+        (3, stored, False, False),
+        (4, stored, False, True),
+        (5, stored, False, False),
+    ]
+    every = json.loads(markindex("links", str(root), "--db", str(db), "--json").stdout)
+    assert every["broken"] == []
+    assert [(r["line"], r["target"], r["anchor"]) for r in every["missing_anchors"]] == [
+        (4, stored, "nope")
+    ]
+    back = markindex("backlinks", str(root), typed, "--db", str(db), "--json")
+    assert [r["line"] for r in json.loads(back.stdout)["backlinks"]] == [3, 4, 5]
+    lib = Library(root, db)
+    doc = json.loads(lib.call_tool("get_document", {"doc_path": stored}))["data"]
+    assert doc["links"]["backlinks_total"] == 3
+    source = json.loads(lib.call_tool("get_document", {"doc_path": "src.md"}))["data"]
+    assert source["links"]["broken_total"] == 0
+    lib.close()
+
+
+def test_two_files_whose_names_differ_only_in_normalization_keep_their_own_links(
+    tmp_path: Path,
+) -> None:
+    """On Linux `café.md` in NFC and in NFD are two files: a link spelled exactly as one of
+    them names that one, never the other."""
+    root = tmp_path / "lib"
+    root.mkdir()
+    for form in (_nfc("café.md"), _nfd("café.md")):
+        (root / form).write_text("# Café\n\nespresso\n", encoding="utf-8")
+    (root / "src.md").write_text(f"# Src\n\n[a]({_nfc('café.md')})\n", encoding="utf-8")
+    db = tmp_path / "index.db"
+    assert markindex("index", str(root), "--db", str(db)).returncode == 0
+    lib = Library(root, db)
+    assert [r["line"] for r in lib.store.links_to(_nfc("café.md"))] == [3]
+    assert lib.store.links_to(_nfd("café.md")) == []
+    source = lib.document("src.md")
+    assert source is not None
+    assert [r["target"] for r in lib.store.links_from(source["id"])] == [_nfc("café.md")]
+    lib.close()
