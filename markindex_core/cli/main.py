@@ -125,6 +125,18 @@ def _interrupts_held() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
 
+def _parse(parser: argparse.ArgumentParser, words: list[str]) -> argparse.Namespace:
+    """`parser.parse_args(words)`, but `links ROOT --db FILE DOC` finds its DOC: argparse gives
+    an optional positional nothing where it reads ROOT, then has no place for a DOC after the
+    options (`unrecognized arguments: DOC`), where `tree ROOT --db FILE DOC` works."""
+    args, extra = parser.parse_known_args(words)
+    late_doc = len(extra) == 1 and not extra[0].startswith("-")
+    if late_doc and args.command == "links" and args.doc is None:
+        args.doc = extra[0]
+        return args
+    return parser.parse_args(words)  # the usage error for what is left over, if anything
+
+
 def _run(words: list[str]) -> int:
     """Parse `words` and run the command, every error but Ctrl-C as one line on stderr."""
     with _interrupts_held():
@@ -138,7 +150,7 @@ def _run(words: list[str]) -> int:
     if not words:  # `markindex` alone: what it does and how to start, not a usage error
         parser.print_help(sys.stderr)
         return 2
-    args = parser.parse_args(words)
+    args = _parse(parser, words)
     func: Callable[[argparse.Namespace], int] = args.func
     setup_logging(json=getattr(args, "json", False), verbose=getattr(args, "verbose", False))
     try:

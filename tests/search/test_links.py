@@ -201,3 +201,25 @@ def test_links_exits_1_when_it_finds_a_broken_link_or_missing_anchor(
     assert _run("links", root, "a.md").returncode == 0  # only DOC's own links count
     assert _cli("links", root, "a.md", status=0)
     assert _run("links", root, "--no-such-option").returncode == 2
+
+
+def test_links_takes_doc_after_the_options_as_every_command_does(tmp_path: Path) -> None:
+    """`markindex links ROOT --db FILE DOC` failed with `unrecognized arguments: DOC` (exit 2,
+    the top-level usage), where `tree ROOT --db FILE DOC` and `backlinks` work: argparse gave
+    the optional DOC nothing where it read ROOT, then had no place for it. DOC is now taken
+    wherever it stands; anything more is still a usage error."""
+    root = _index(tmp_path, LINKED)
+    db = str(tmp_path / ".markindex" / "index.db")
+    for argv in (
+        ["links", root, "--db", db, "a.md"],
+        ["links", root, "--json", "a.md"],
+        ["links", "--json", root, "a.md"],
+    ):
+        out = _run(*argv)
+        assert out.returncode == 0, (argv, out.stderr)
+        assert "b.md" in out.stdout and "part-two" in out.stdout, (argv, out.stdout)
+    every = _run("links", root, "--db", db, "--json")
+    assert every.returncode == 0 and json.loads(every.stdout)["broken"] == []
+    assert _run("links", root, "--db", db, "a.md", "b.md").returncode == 2
+    assert _run("links", root, "--db", db, "--no-such-option").returncode == 2
+    assert _run("search", root, "part", "--json", "stray").returncode == 2
