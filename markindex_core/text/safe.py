@@ -20,7 +20,10 @@ def _escape(cp: int) -> str:
 # Then the bidirectional controls (marks, embeddings, overrides, isolates): printed raw they
 # reorder what is shown, so `Invoice \u202efdp.exe` reads as `Invoice exe.pdf`.
 _BIDI = [0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A)]
-_CONTROL = [*range(0x00, 0x20), 0x7F, *range(0x80, 0xA0), *_BIDI]
+# And the line and paragraph separators: editors, log viewers and `str.splitlines` break lines
+# there, so a one-line message or a citation printed with one would come out in two.
+_SEPARATORS = [0x2028, 0x2029]
+_CONTROL = [*range(0x00, 0x20), 0x7F, *range(0x80, 0xA0), *_BIDI, *_SEPARATORS]
 _ONE_LINE = str.maketrans({cp: _escape(cp) for cp in _CONTROL})
 _MULTI_LINE = str.maketrans({cp: _escape(cp) for cp in _CONTROL if cp != 0x0A})
 

@@ -133,3 +133,32 @@ def test_json_output_stays_exact(hostile: tuple[Path, Path]) -> None:
     assert proc.returncode == 1
     assert_no_raw_control(proc)
     assert json.loads(proc.stderr)["code"] == "NOT_FOUND"
+
+
+def test_line_and_paragraph_separators_are_escaped_in_human_output(tmp_path: Path) -> None:
+    """U+2028 and U+2029 in a file name were printed raw: `search` cited `[a<LS>b.md, L1-3]`
+    and `index`, `tree` and `links` printed the name with a character editors, log viewers and
+    Python's `splitlines` take for a line break, so a one-line message or citation broke in
+    two (and read as `a b.md`, a name that finds nothing). They are shown as escapes now."""
+    root = tmp_path / "lib"
+    root.mkdir()
+    names = ["a\u2028b.md", "c\u2029d.md"]
+    for name in names:
+        (root / name).write_text("# Sep\n\nzqsep words\n", encoding="utf-8")
+    (root / "src.md").write_text("# Src\n\n[x](a%E2%80%A8b.md) [y](gone%E2%80%A9.md)\n", "utf-8")
+    lib = [str(root), "--db", str(tmp_path / "index.db")]
+    for argv in (
+        ["index", *lib],
+        ["search", *lib, "zqsep"],
+        ["tree", *lib, names[0]],
+        ["links", *lib, "src.md"],
+        ["links", *lib],
+        ["backlinks", *lib, names[0]],
+    ):
+        proc = markindex(*argv)
+        out = proc.stdout.decode("utf-8") + proc.stderr.decode("utf-8")
+        assert "\u2028" not in out and "\u2029" not in out, (argv, out)
+        if argv[0] in ("search", "tree") or argv[-1] == "src.md":
+            assert "a\\u2028b.md" in out, (argv, out)
+        if argv[0] == "links":
+            assert "gone\\u2029.md" in out, (argv, out)
