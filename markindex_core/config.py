@@ -32,6 +32,14 @@ MAX_FILE_BYTES = 64 * 1024 * 1024  # larger files are skipped with a reason
 # other text decoded wrongly (cp1252 "It’s" reads "It抯"): simplified Chinese scores ~0.99,
 # traditional in GBK ~0.7, such mojibake 0.
 GB18030_MIN_COMMON_HANZI = 0.3
+# EUC-KR's hangul are GB2312's first 25 hanzi rows (B0-C8): Korean read as GB18030 is hanzi from
+# them alone, where Chinese puts ~40% beyond (是 一 在 这 中). Above this share, of at least
+# GB18030_HANGUL_MIN_HANZI common ideographs, the text is Korean.
+GB18030_MAX_HANGUL_ROWS = 0.9
+GB18030_HANGUL_MIN_HANZI = 30
+# EUC-JP's kana are GB2312's kana rows: Japanese read as GB18030 keeps its kana (~half of its
+# characters), where Chinese text has at most a few (~2% in the corpus).
+GB18030_MAX_KANA = 0.1
 READER_CACHE_KB = 32_768  # SQLite page cache of a reading connection …
 WRITER_CACHE_KB = 8_192  # … and of the writer's
 LINE_BLOCK_SIZE = 64  # original lines are stored in blocks of this many lines

@@ -12,7 +12,12 @@ import functools
 import re
 from dataclasses import dataclass
 
-from markindex_core.config import GB18030_MIN_COMMON_HANZI
+from markindex_core.config import (
+    GB18030_HANGUL_MIN_HANZI,
+    GB18030_MAX_HANGUL_ROWS,
+    GB18030_MAX_KANA,
+    GB18030_MIN_COMMON_HANZI,
+)
 
 _NEWLINE = re.compile(r"\r\n|\r|\n")
 _SAMPLE_CHARS = 65536  # the first characters looked at for control characters
@@ -29,6 +34,8 @@ _SYMBOL_ROWS = (0xA1, 0xA9)
 # GB2312's hanzi (6 763), nearly every character of simplified Chinese. Other text read as GB18030
 # pairs a high byte with the ASCII byte after it, which lands outside them (GBK's rare additions).
 _HANZI_ROWS = (0xB0, 0xF7)
+# The first 25 of them, where EUC-KR puts its hangul syllables (see GB18030_MAX_HANGUL_ROWS).
+_HANGUL_ROWS = (0xB0, 0xC8)
 
 
 @functools.cache
@@ -154,7 +161,7 @@ def _control_count(text: str) -> int:
 
 def _looks_like_cjk_text(text: str) -> bool:
     """GB18030 decodes almost any bytes; accept only text that is mostly CJK or ASCII, and whose
-    ideographs are mostly common ones."""
+    ideographs are mostly common ones, and not Japanese or Korean (EUC-JP, EUC-KR) read so."""
     sample = text[:65536]
     non_ascii = [c for c in sample if ord(c) > 0x7F]
     if not non_ascii:
@@ -167,6 +174,15 @@ def _looks_like_cjk_text(text: str) -> bool:
     )
     if cjk / len(non_ascii) < 0.9:  # control characters: `_finish` applies UTF-8's tolerance
         return False
+    if sum(1 for c in non_ascii if "\u3040" <= c <= "\u30ff") > len(non_ascii) * GB18030_MAX_KANA:
+        return False
     ideographs = [c for c in non_ascii if "\u3400" <= c <= "\u9fff"]
-    common = sum(1 for c in ideographs if c in hanzi)
-    return not ideographs or common >= len(ideographs) * GB18030_MIN_COMMON_HANZI
+    common = [c for c in ideographs if c in hanzi]
+    hangul_rows = _gb2312_rows(*_HANGUL_ROWS)
+    in_hangul_rows = sum(1 for c in common if c in hangul_rows)
+    if (
+        len(common) >= GB18030_HANGUL_MIN_HANZI
+        and in_hangul_rows > len(common) * GB18030_MAX_HANGUL_ROWS
+    ):
+        return False
+    return not ideographs or len(common) >= len(ideographs) * GB18030_MIN_COMMON_HANZI

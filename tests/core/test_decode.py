@@ -122,3 +122,29 @@ def test_newlines_normalized_and_trailing_newline_adds_no_line() -> None:
 def test_a_few_control_characters_are_tolerated() -> None:
     got = decode(b"form\x0cfeed and \x1b[1mansi\x1b[0m in a long enough text " * 4)
     assert got.encoding == "utf-8"
+
+
+KOREAN = (
+    "# 개인정보 보호법\n\n이 법은 개인정보의 처리 및 보호에 관한 사항을 정함으로써 개인의 자유와"
+    " 권리를 보호하고, 나아가 개인의 존엄과 가치를 구현함을 목적으로 한다.\n\n## 제2조 정의\n\n"
+    "이 법에서 사용하는 용어의 뜻은 다음과 같다.\n"
+)
+JAPANESE = (
+    "# 個人情報の保護に関する法律\n\nこの法律は、デジタル社会の進展に伴い個人情報の利用が著しく"
+    "拡大していることに鑑み、個人情報の適正な取扱いに関し、基本理念を定める。\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("codec", "text"), [("euc-kr", KOREAN), ("euc-jp", JAPANESE)], ids=["euc-kr", "euc-jp"]
+)
+def test_korean_and_japanese_legacy_text_is_not_taken_for_gb18030(codec: str, text: str) -> None:
+    """EUC-KR's hangul lie exactly in GB2312's first hanzi rows, EUC-JP's kana in GB2312's
+    kana rows: such files decoded as GB18030 into common-looking ideographs ("개인정보" read
+    "俺牢沥焊") and were indexed as that Chinese, so search and the text read by line range
+    gave what the file does not say. They are skipped with the reason, as other legacy
+    encodings are, and real Chinese text in GBK is still read."""
+    with pytest.raises(Undecodable, match="not GB18030 text"):
+        decode(text.encode(codec))
+    chinese = "# 个人信息保护法\n\n为了保护个人信息权益，规范个人信息处理活动，促进个人信息合理利用，制定本法。\n"
+    assert decode(chinese.encode("gbk")).encoding == "gb18030"
