@@ -30,7 +30,12 @@ from markindex_core.errors import (
 )
 from markindex_core.index.drift import cited_drift_warning
 from markindex_core.store import runs
-from markindex_core.store.db import Store, check_replaceable, held_by_other_library
+from markindex_core.store.db import (
+    Store,
+    check_replaceable,
+    clean_relative,
+    held_by_other_library,
+)
 from markindex_core.store.files import (
     damaged,
     file_id,
@@ -426,10 +431,12 @@ class Library:
         return self.db_path.exists()
 
     def document(self, path: str) -> dict[str, Any] | None:
-        return self.store.lookup_document(path)
+        """The document at `path` as the tools and `tree` take it: `./a//b.md` is `a/b.md`, and a
+        name typed in another Unicode normalization finds the stored one."""
+        return self.store.lookup_document(clean_relative(path) or path)
 
     def outline(self, path: str) -> list[dict[str, Any]]:
-        doc = self.store.lookup_document(path)
+        doc = self.document(path)
         return self.store.nodes(doc["id"]) if doc else []
 
     def searcher(self) -> Searcher:

@@ -121,3 +121,22 @@ def test_two_files_whose_names_differ_only_in_normalization_keep_their_own_links
     assert source is not None
     assert [r["target"] for r in lib.store.links_from(source["id"])] == [_nfc("café.md")]
     lib.close()
+
+
+def test_the_python_api_takes_a_document_path_as_the_tools_do(tmp_path: Path) -> None:
+    """`Library.document("./guides/a.md")` and `Library.outline("guides//a.md")` gave None and
+    [] where `get_document`, `tree` and `Library.search(doc_path=)` find the document: the API
+    looked the path up as given. It now takes it as they do."""
+    root = tmp_path / "lib"
+    (root / "guides").mkdir(parents=True)
+    (root / "guides" / "a.md").write_text("# A\n\nespresso\n", encoding="utf-8")
+    lib = Library(root, tmp_path / "index.db")
+    lib.index()
+    for typed in ("guides/a.md", "./guides/a.md", "guides//a.md", "guides/./a.md"):
+        doc = lib.document(typed)
+        assert doc is not None and doc["path"] == "guides/a.md", typed
+        assert [n["title"] for n in lib.outline(typed)] == ["A"], typed
+        answer = json.loads(lib.call_tool("get_document", {"doc_path": typed}))
+        assert answer["data"]["doc_path"] == "guides/a.md", typed
+    assert lib.document("guides") is None
+    lib.close()
