@@ -370,3 +370,24 @@ def test_cli_exit_status_without_evidence_is_1_with_or_without_json(
     if as_json:
         data = json.loads(out.stdout)
         assert data["evidence"] == [] and data["stop_reason"] == "max_steps"
+
+
+def test_a_text_citation_of_a_document_whose_name_holds_a_comma_is_kept(
+    tmp_path: Path, server: ScriptedServer
+) -> None:
+    """`[Meeting notes, March.md, L3-4]` in a text answer gave no evidence: the citation's path
+    could hold no comma, though file names often do and the tools list them as they are."""
+    root = tmp_path / "lib"
+    root.mkdir()
+    name = "Meeting notes, March.md"
+    (root / name).write_text("# Notes\n\nfirst point\nsecond point\n\nlast\n", encoding="utf-8")
+    lib = Library(root, tmp_path / "index.db")
+    lib.index()
+    server.push(reply(f"It is in [{name}, L3-4] and [{name},L6]."))
+    result = retrieve(lib, "points?", model=MODEL, base_url=server.base_url)
+    assert [(e.doc_path, e.start_line, e.end_line) for e in result.evidence] == [
+        (name, 3, 4),
+        (name, 6, 6),
+    ]
+    assert result.evidence[0].text == "first point\nsecond point"
+    lib.close()
