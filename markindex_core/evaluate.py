@@ -95,6 +95,21 @@ def load_questions(paths: Iterable[Path]) -> list[dict[str, Any]]:
     return out
 
 
+def stored_gold_paths(lib: Library, questions: list[dict[str, Any]]) -> list[str]:
+    """Spell every gold `doc_path` as the index does, as the tools take a path (`./a.md` is
+    `a.md`, a name typed in another Unicode normalization the stored one), so that citing the
+    document counts; return the gold paths that name no document, which nothing can hit."""
+    unknown: dict[str, None] = {}
+    for q in questions:
+        for g in q["gold"]:
+            doc = lib.document(g["doc_path"])
+            if doc is None:
+                unknown[g["doc_path"]] = None
+            else:
+                g["doc_path"] = doc["path"]
+    return list(unknown)
+
+
 def _record_problem(q: object) -> str:
     """What is wrong with one question record ('' when nothing is)."""
     if not isinstance(q, dict):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 from typing import TYPE_CHECKING, Any
 
 from markindex_core.cli.common import (
@@ -91,13 +92,26 @@ def cmd_eval(args: argparse.Namespace) -> int:
     import json
     from pathlib import Path
 
-    from markindex_core.evaluate import evaluate, evaluate_routing, load_questions
+    from markindex_core.evaluate import (
+        evaluate,
+        evaluate_routing,
+        load_questions,
+        stored_gold_paths,
+    )
 
     lib = open_library(args)
     questions = load_questions(Path(q) for q in args.questions)
     if args.out:
         _check_out(Path(args.out), lib.db_path)  # said now, not after the whole evaluation
     lib.require_own_index()  # after --out is checked: it reads the index
+    unknown = stored_gold_paths(lib, questions)
+    if unknown:  # a renamed document, another library's questions: said, not only scored 0
+        shown = ", ".join(unknown[:5]) + (
+            f", … ({len(unknown)} in all)" if len(unknown) > 5 else ""
+        )
+        logging.getLogger("markindex.eval").warning(
+            "gold documents not in the index (no result can hit them): %s", shown
+        )
     if args.mode == "routing":
         report = evaluate_routing(lib, questions)
     elif args.mode == "agent":

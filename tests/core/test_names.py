@@ -140,3 +140,33 @@ def test_the_python_api_takes_a_document_path_as_the_tools_do(tmp_path: Path) ->
         assert answer["data"]["doc_path"] == "guides/a.md", typed
     assert lib.document("guides") is None
     lib.close()
+
+
+def test_eval_counts_a_gold_document_named_as_the_tools_take_it(tmp_path: Path) -> None:
+    """`eval` compared a gold `doc_path` with the cited path as written: a gold `./a.md`, or
+    `café.md` typed in NFC for the file macOS wrote in NFD, never matched and the question
+    scored 0 without a word, like a gold path that names no document at all. Gold paths are
+    now taken as the tools take a path, and one that names no document is said on stderr."""
+    root = tmp_path / "lib"
+    (root / "guides").mkdir(parents=True)
+    (root / "guides" / "a.md").write_text("# A\n\nespresso beans\n", encoding="utf-8")
+    (root / _nfd("café.md")).write_text("# Café\n\nmacchiato foam\n", encoding="utf-8")
+    db = tmp_path / "index.db"
+    assert markindex("index", str(root), "--db", str(db)).returncode == 0
+    records = [
+        {"question": "espresso", "gold": [{"doc_path": "./guides/a.md"}]},
+        {
+            "question": "macchiato",
+            "gold": [{"doc_path": _nfc("café.md"), "start_line": 3, "end_line": 3}],
+        },
+        {"question": "espresso", "gold": [{"doc_path": "guides/gone.md"}]},
+    ]
+    questions = tmp_path / "q.jsonl"
+    questions.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    for extra in ([], ["--json"]):
+        out = markindex("eval", str(root), "--db", str(db), "--questions", str(questions), *extra)
+        assert out.returncode == 0, out.stderr
+        assert "guides/gone.md" in out.stderr, out.stderr
+        assert "guides/a.md" not in out.stderr and "caf" not in out.stderr, out.stderr
+        if extra:
+            assert json.loads(out.stdout)["overall"]["hit@5"] == 2 / 3
