@@ -80,8 +80,11 @@ class Citations(BaseModel):
     )
 
 
-# The path may hold commas (`Meeting notes, March.md`): it ends where `, L<n>]` closes it.
-_TEXT_CITATION = re.compile(r"\[\s*([^\[\]\n]+?)\s*,\s*L(\d+)(?:\s*[-–]\s*L?(\d+))?\s*\]")
+# The path may hold commas (`Meeting notes, March.md`) and bracketed words (`[draft] plan.md`): it
+# ends where `, L<n>]` closes it. A lone bracket ends it: `see [a] and [b.md, L2]` cites `b.md`.
+_TEXT_CITATION = re.compile(
+    r"\[\s*((?:[^\[\]\n]|\[[^\[\]\n]*\])+?)\s*,\s*L(\d+)(?:\s*[-–]\s*L?(\d+))?\s*\]"
+)
 # Citations of one answer that are looked at; a model citing more is broken or hostile, and
 # checking each against the index would take minutes (400 000 took 40 s).
 MAX_CITATIONS = 1000
