@@ -131,3 +131,16 @@ def test_a_text_citation_of_line_zero_is_passed_over_and_the_others_kept(
     result = retrieve(indexed_sample, "title?", model=MODEL, base_url=server.base_url)
     assert result.stop_reason == "done" and len(server.requests) == 1
     assert [e.text for e in result.evidence] == ["# Installing Widget Server"]
+
+
+@pytest.mark.timeout(60)
+def test_a_text_answer_of_blanks_after_a_bracket_does_not_hang_retrieve(
+    indexed_sample: Library, server: ScriptedServer
+) -> None:
+    """The pattern that reads citations out of a text answer was cubic in a run of blanks after
+    a bracket: `"[" + 5000 spaces + ","` took 122 s, so these 20 000 (and a hostile model's
+    megabyte) would hang retrieve for hours. Now linear; the real citation after them is kept."""
+    blanks = " " * 20_000
+    server.push(reply(f"[{blanks}, L{blanks}x [{blanks}, see [{DOC}, L7-7] [a] " * 3))
+    result = retrieve(indexed_sample, "title?", model=MODEL, base_url=server.base_url)
+    assert [e.text for e in result.evidence] == ["# Installing Widget Server"]
