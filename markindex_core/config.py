@@ -81,6 +81,9 @@ SEGMENT_CACHE_WORDS = 200_000  # words whose joined terms a process keeps (then 
 # Longer texts (a 60 MB single-line file is one passage) are segmented in pieces of about this many
 # characters, cut at whitespace: every word of a piece at once made ~1 GB of temporary strings.
 SEGMENT_PIECE_CHARS = 1_000_000
+# A piece's Chinese runs are cut this many characters at a time (the same words: jieba cuts each
+# run on its own); the words of a whole piece at once were ~65 MB of strings.
+SEGMENT_CUT_CHARS = 65_536
 FTS_OPTIMIZE_AFTER_WRITES = 8  # merge FTS segments after this many small writes (or docs/50)
 BULK_WRITE_DOCS = 200  # a run writing this many documents merges FTS segments once, at its end
 

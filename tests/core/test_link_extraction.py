@@ -199,3 +199,31 @@ def test_plain_links_are_found_by_pattern_and_anything_else_by_markdown_its_rule
     ):
         assert _plain_links(other) is None, other
         assert_links_as_markdown_it(other + "\n\n[r]: ref.md\n")
+
+
+def test_a_huge_one_line_heading_finds_the_links_markdown_it_finds() -> None:
+    """A single line of ~500 000 characters of Chinese (a dump, a converted book) that is a
+    heading holding links, HTML, an entity, a code span and a stray bracket: the same links and
+    the same parse as markdown-it's, and its title cut as any title is."""
+    prose = "当事人应当全面履行义务，为了保护人民。依照本法规定；" * 2000
+    pieces = [
+        "# [开头](a.md) ",
+        prose,
+        " a &amp; b <br> `[不是](code.md)` ",
+        prose,
+        " [链接](b.md#x) 【注】 [ ",
+        prose,
+        " [c](<my file.md>) <span title='[x](no.md)'> ",
+        prose,
+    ]
+    text = "".join(pieces * 4)
+    assert "\n" not in text and len(text) > 500_000
+    assert_links_as_markdown_it(text)
+    assert parse_markdown(text, DOC) == parse_markdown_oracle(text, DOC)
+    links = parse_markdown(text, DOC).links
+    assert sorted({(ln.line, ln.target) for ln in links}) == [
+        (1, "dir/a.md"),
+        (1, "dir/b.md"),
+        (1, "dir/my file.md"),
+    ]
+    assert len(links) == 12

@@ -371,6 +371,18 @@ def test_line_tokens_equal_estimate_tokens(lines: list[str]) -> None:
             assert spans.span(a, b) == estimate_tokens("\n".join(lines[a:b]))
 
 
+def test_line_tokens_of_a_line_longer_than_a_counting_piece() -> None:
+    """A long line's CJK characters are counted a piece at a time (its runs, found at once, were
+    ~5x a 50 MB line's size): runs cut at a piece's end count the same characters."""
+    from markindex_core.text import tokens
+
+    line = ("中文字符" * 7 + "ab, ") * (3 * tokens._COUNT_PIECE_CHARS // 32) + "尾"
+    assert len(line) > 2 * tokens._COUNT_PIECE_CHARS
+    cjk = sum(map(len, tokens._CJK_RUN.findall(line)))
+    assert LineTokens([line, "x"]).span(0, 1) == estimate_tokens(line)
+    assert estimate_tokens(line) == cjk + (len(line) - cjk + 3) // 4
+
+
 class _Sink:
     """A socket that keeps what is sent to it."""
 
@@ -434,6 +446,32 @@ def test_parsing_and_sending_a_big_single_line_takes_a_bounded_multiple_of_its_s
     finally:
         tracemalloc.stop()
     assert peak < 5 * len(data), peak / len(data)
+
+
+def test_a_big_chinese_heading_line_parses_and_sends_in_a_bounded_multiple_of_its_size() -> None:
+    """A 0.4 MB one-line document of Chinese that is a heading holding links: its parse and its
+    message allocate less than 16x its size at their peak (~12x at this size, where a batch of
+    segmentation weighs; ~23x when a piece's words were all made at once)."""
+    phrases = [
+        "当事人应当全面履行义务，",
+        "为了保护人民。",
+        "依照本法规定；",
+        "中华人民共和国刑法、",
+    ]
+    body = "".join(phrases[i % 7 % 4] for i in range(24_000))
+    line = f"# [开头](a.md) {body[:100_000]} a &amp; b <br> `代码` [链接](b.md#x) {body[100_000:]}"
+    data = line.encode()
+    segment.warm()
+    tracemalloc.start()
+    try:
+        doc = build_document("big.md", data, 1, TreeParams(setext=True))
+        workers._send(_Discard(), pack(doc))  # type: ignore[arg-type]
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert isinstance(doc, ParsedDocument)
+    assert doc.links == [(1, "a.md", ""), (1, "b.md", "x")]
+    assert peak < 16 * len(data), peak / len(data)
 
 
 def test_a_workers_first_message_is_framed_as_every_version_frames_it() -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from markindex_core.text import segment
 
 
@@ -84,6 +86,53 @@ def test_a_text_longer_than_a_piece_has_the_terms_of_the_whole() -> None:
     assert sorted(pieced) == sorted(t for t in segment.terms(text) if t != " ")
     assert pieced.count("tidb_mem_quota_query") == text.count("tidb_mem_quota_query")
     assert pieced.count("当事人") == text.count("当事人") > 0
+
+
+def _chinese_line(chars: int, seed: int = 7) -> str:
+    """Unspaced Chinese prose of about `chars` characters (one line: a dump, a converted book)."""
+    import random
+
+    rng = random.Random(seed)
+    phrases = ["当事人应当全面履行义务", "为了保护人民", "中华人民共和国刑法", "依照本法规定"]
+    marks = ["，", "。", "；", "、", "“", "”"]
+    text = ""
+    while len(text) < chars:
+        text += "".join(rng.choice(phrases) + rng.choice(marks) for _ in range(1000))
+    return text[:chars]
+
+
+def test_a_pieces_chinese_cut_in_batches_gives_the_words_cut_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A piece's Chinese runs are cut SEGMENT_CUT_CHARS at a time (jieba cuts each run on its
+    own): the same terms, in the same order, as all of them in one call."""
+    texts = [
+        _chinese_line(20_000),
+        "没有标点的中文" * 3000,  # one run longer than a batch
+        "第一条 abc_def 为了惩罚犯罪，保护人民，𠀀 Hello World v2.1. " * 400,
+    ]
+    monkeypatch.setattr(segment, "SEGMENT_CUT_CHARS", 10**9)
+    at_once = [segment.terms_text(t) for t in texts]
+    for batch in (1, 50, 4096):
+        monkeypatch.setattr(segment, "SEGMENT_CUT_CHARS", batch)
+        assert [segment.terms_text(t) for t in texts] == at_once, batch
+    assert list(segment._batches(["ab", "c", "def", "g"], 3)) == [["ab", "c"], ["def"], ["g"]]
+
+
+def test_segmenting_a_long_chinese_line_takes_a_bounded_multiple_of_its_size() -> None:
+    """200 000 characters of unspaced Chinese (one piece) allocate less than 45 bytes a character
+    at their peak (~30; ~69 when a piece's runs were cut in one call, a string per word)."""
+    import tracemalloc
+
+    text = _chinese_line(200_000)
+    segment.warm()
+    tracemalloc.start()
+    try:
+        segment.terms_bytes(text)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 45 * len(text), peak / len(text)
 
 
 def test_a_blob_is_neither_indexed_nor_searched() -> None:
