@@ -47,23 +47,27 @@ def read_regular(path: str) -> tuple[bytes, os.stat_result]:
     with open_regular(path) as (fd, st):
         if st.st_size > MAX_FILE_BYTES:
             raise Unreadable(_too_large(st.st_size))
-        data = read_at_most(fd, MAX_FILE_BYTES + 1)
+        data = read_at_most(fd, MAX_FILE_BYTES + 1, st.st_size + 1)
     if len(data) > MAX_FILE_BYTES:  # it grew since the stat
         raise Unreadable(_too_large(len(data)))
     return data, st
 
 
-def read_at_most(fd: int, limit: int) -> bytes:
-    """Up to `limit` bytes from `fd`, read in chunks."""
+def read_at_most(fd: int, limit: int, expect: int = 0) -> bytes:
+    """Up to `limit` bytes from `fd`: the first `expect` at once (a file's size from its stat,
+    and one more to see it end), then the rest in chunks. In 1 MB chunks joined, a big file's
+    bytes were held twice."""
     chunks: list[bytes] = []
     total = 0
+    size = expect or 1 << 20
     while total < limit:
-        chunk = os.read(fd, min(limit - total, 1 << 20))
+        chunk = os.read(fd, min(limit - total, size))
         if not chunk:
             break
         chunks.append(chunk)
         total += len(chunk)
-    return b"".join(chunks)
+        size = 1 << 20
+    return b"".join(chunks)  # one chunk: that chunk, not a copy
 
 
 def _too_large(size: int) -> str:

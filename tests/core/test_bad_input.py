@@ -202,3 +202,31 @@ def test_index_folder_that_cannot_be_created(tmp_path: Path) -> None:
     with pytest.raises(InvalidArgument) as err:
         Library(tmp_path / "lib", tmp_path / "file" / "index.db").index()
     assert "is a file, not a folder" in err.value.message and "--db" in err.value.hint
+
+
+def test_a_file_is_read_in_one_piece_and_whole_whatever_its_stat_said(tmp_path: Path) -> None:
+    """A document is read in one read of the size its stat gave: in 1 MB chunks joined, a big
+    file's bytes were held twice (peak 2x its size, now ~1x). A file that grew or shrank since
+    its stat is read whole all the same, and never past the limit."""
+    import tracemalloc
+
+    from markindex_core.index.reading import read_at_most, read_regular
+
+    data = os.urandom(3 << 20)
+    path = tmp_path / "big.md"
+    path.write_bytes(data)
+    size = len(data)
+    for expect, limit in ((size + 1, size + 1), (10, size + 1), (0, size + 1), (size + 1, 1000)):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            assert read_at_most(fd, limit, expect) == data[:limit], (expect, limit)
+        finally:
+            os.close(fd)
+    tracemalloc.start()
+    try:
+        read, _ = read_regular(str(path))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert read == data
+    assert peak < 1.5 * size, peak / size
