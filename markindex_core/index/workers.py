@@ -57,6 +57,7 @@ _SIZE = struct.Struct("!Q")
 OUT_OF_BAND_BYTES = 1 << 16  # bytes values at least this long are sent as buffers
 _SEND_WHOLE_BYTES = 1 << 16  # a message shorter than this is sent in one piece (one syscall)
 STREAM_PICKLE_BYTES = 4_000_000  # a document this large is pickled straight into the socket
+_RECV_BYTES = 1 << 20  # what the indexing process reads from a worker at once, at most
 
 
 def _code_token() -> str:
@@ -290,19 +291,30 @@ class _Inbox:
         return out
 
     def read(self, n: int) -> bytes:
-        """The first `n` bytes (fewer if there are not as many), consumed."""
-        parts = []
+        """The first `n` bytes (fewer if there are not as many), consumed. A large read is
+        copied out chunk by chunk, each chunk freed once copied: joined at the end, the chunks
+        of a big document's line block or terms were held beside their copy (~2x its size)."""
+        if n > _RECV_BYTES:  # it spans several chunks
+            out = io.BytesIO()
+            for part in self._take(n):
+                out.write(part)
+            return out.getvalue()  # the buffer itself, not a copy
+        parts = list(self._take(n))
+        return parts[0] if len(parts) == 1 else b"".join(parts)
+
+    def _take(self, n: int) -> Iterator[bytes]:
+        """The first `n` bytes, in the parts of the chunks that hold them, consumed."""
         while n > 0 and self._chunks:
             chunk = self._chunks[0]
             part = chunk[self._offset : self._offset + n]
-            parts.append(part)
             n -= len(part)
             self.size -= len(part)
             self._offset += len(part)
             if self._offset >= len(chunk):
                 self._chunks.popleft()
                 self._offset = 0
-        return parts[0] if len(parts) == 1 else b"".join(parts)
+            del chunk
+            yield part
 
 
 class _Message:
@@ -384,7 +396,7 @@ class _Worker:
         """The results that have arrived whole. EOFError when the worker is gone."""
         while True:
             try:
-                chunk = self.sock.recv(1 << 20, socket.MSG_DONTWAIT)
+                chunk = self.sock.recv(_RECV_BYTES, socket.MSG_DONTWAIT)
             except (BlockingIOError, InterruptedError):
                 break
             except OSError as exc:
