@@ -372,44 +372,32 @@ def test_cli_exit_status_without_evidence_is_1_with_or_without_json(
         assert data["evidence"] == [] and data["stop_reason"] == "max_steps"
 
 
-def test_a_text_citation_of_a_document_whose_name_holds_a_comma_is_kept(
-    tmp_path: Path, server: ScriptedServer
+@pytest.mark.parametrize(
+    ("name", "answer"),
+    [
+        # A comma: file names often hold one, and the tools list them as they are.
+        ("Meeting notes, March.md", "It is in [{name}, L3-4] and [{name},L6]."),
+        # Brackets: `[draft] …` names are common; a bracketed word before a citation is no part
+        # of its path.
+        ("[draft] plan.md", "It is in [{name}, L3-4]; see [a] and [{name}, L6]."),
+    ],
+)
+def test_a_text_citation_of_a_document_with_commas_or_brackets_in_its_name_is_kept(
+    tmp_path: Path, server: ScriptedServer, name: str, answer: str
 ) -> None:
-    """`[Meeting notes, March.md, L3-4]` in a text answer gave no evidence: the citation's path
-    could hold no comma, though file names often do and the tools list them as they are."""
+    """`[Meeting notes, March.md, L3-4]` and `[[draft] plan.md, L3-4]` in a text answer gave no
+    evidence: the citation's path could hold neither a comma nor a bracket."""
     root = tmp_path / "lib"
     root.mkdir()
-    name = "Meeting notes, March.md"
     (root / name).write_text("# Notes\n\nfirst point\nsecond point\n\nlast\n", encoding="utf-8")
     lib = Library(root, tmp_path / "index.db")
     lib.index()
-    server.push(reply(f"It is in [{name}, L3-4] and [{name},L6]."))
+    server.push(reply(answer.format(name=name)))
     result = retrieve(lib, "points?", model=MODEL, base_url=server.base_url)
     assert [(e.doc_path, e.start_line, e.end_line) for e in result.evidence] == [
         (name, 3, 4),
         (name, 6, 6),
     ]
     assert result.evidence[0].text == "first point\nsecond point"
-    lib.close()
-
-
-def test_a_text_citation_of_a_document_whose_name_holds_brackets_is_kept(
-    tmp_path: Path, server: ScriptedServer
-) -> None:
-    """`[[draft] plan.md, L3-4]` in a text answer gave no evidence: the citation's path could
-    hold no bracket, though `[draft] …` names are common. A bracketed word before a citation
-    (`see [a] and [plan.md, L6]`) still is no part of its path."""
-    root = tmp_path / "lib"
-    root.mkdir()
-    name = "[draft] plan.md"
-    (root / name).write_text("# Plan\n\nfirst point\nsecond point\n\nlast\n", encoding="utf-8")
-    lib = Library(root, tmp_path / "index.db")
-    lib.index()
-    server.push(reply(f"It is in [{name}, L3-4]; see [a] and [{name}, L6]."))
-    result = retrieve(lib, "points?", model=MODEL, base_url=server.base_url)
-    assert [(e.doc_path, e.start_line, e.end_line) for e in result.evidence] == [
-        (name, 3, 4),
-        (name, 6, 6),
-    ]
     assert result.rejected == []
     lib.close()
