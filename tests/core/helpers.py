@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +14,18 @@ from markindex_core.store.db import SUMMARY_CACHE_TABLE, Store
 from tests.paths import REPO
 
 REPO_ROOT = REPO
+
+
+def markindex(*argv: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """The real CLI in a subprocess, from the repository, with no stdin."""
+    return subprocess.run(
+        [sys.executable, "-m", "markindex_core", *argv],
+        cwd=REPO_ROOT,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def doc_lines(doc: ParsedDocument) -> list[str]:

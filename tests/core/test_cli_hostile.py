@@ -16,18 +16,7 @@ import pytest
 
 from markindex_core.store.db import Store
 
-from .helpers import REPO_ROOT, check_store_consistent, make_library
-
-
-def markindex(*argv: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "markindex_core", *argv],
-        cwd=REPO_ROOT,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+from .helpers import REPO_ROOT, check_store_consistent, make_library, markindex
 
 
 @pytest.fixture

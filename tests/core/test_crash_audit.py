@@ -23,6 +23,7 @@ from .helpers import (
     cached_summary,
     check_store_consistent,
     make_library,
+    markindex,
     write,
 )
 
@@ -69,11 +70,6 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
     """A 13 MiB tmpfs, when this process may mount one."""
     with small_tmpfs(tmp_path / "disk", "13m") as mnt:
         yield mnt
-
-
-def markindex(*args: str) -> subprocess.CompletedProcess[str]:
-    cmd = [sys.executable, "-m", "markindex_core", *args]
-    return subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
 
 
 def test_an_update_that_fills_the_disk_says_so(tmp_path: Path, small_disk: Path) -> None:

@@ -4,25 +4,12 @@ typed in another Unicode normalization, finds the same document everywhere (CLI,
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import unicodedata
 from pathlib import Path
 
 from markindex_core.library import Library
 
-from .helpers import REPO_ROOT
-
-
-def markindex(*argv: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "markindex_core", *argv],
-        cwd=REPO_ROOT,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+from .helpers import markindex
 
 
 def _nfc(text: str) -> str:
